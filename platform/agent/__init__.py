@@ -1,0 +1,1 @@
+"""The agent: orchestrator, planning service, sessions and workflow templates."""

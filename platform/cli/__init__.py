@@ -1,0 +1,1 @@
+"""The mlpilot command line (Typer). See ``mlpilot --help``."""

@@ -1,0 +1,148 @@
+"""The ``mlpilot`` command line. Heavy libraries are imported inside commands only."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from mlpilot.platform.cli import catalog, datasets
+from mlpilot.platform.cli._output import console, handle_errors, parse_params, print_json
+
+app = typer.Typer(
+    name="mlpilot",
+    help="Turn one sentence into a tracked machine-learning experiment.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+)
+app.add_typer(datasets.app, name="datasets")
+app.add_typer(catalog.tools_app, name="tools")
+app.add_typer(catalog.templates_app, name="templates")
+
+Prompt = Annotated[str, typer.Argument(help="What to do, in plain English or Chinese.")]
+DataOpt = Annotated[str | None, typer.Option("--data", "-d", help="Data file (CSV, Parquet, JSON lines).")]
+TargetOpt = Annotated[str | None, typer.Option("--target", "-t", help="Column to predict.")]
+TemplateOpt = Annotated[str | None, typer.Option("--template", help="Use a workflow template instead of planning.")]
+ParamOpt = Annotated[list[str] | None, typer.Option("--param", "-p", help="Template parameter key=value (repeatable).")]
+PluginsOpt = Annotated[list[str] | None, typer.Option("--plugins", help="Module with extra @tool definitions (repeatable).")]
+SessionOpt = Annotated[str | None, typer.Option("--session", help="Continue this session.")]
+
+
+@app.command()
+@handle_errors
+def plan(
+    prompt: Prompt = "",
+    data: DataOpt = None,
+    target: TargetOpt = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Print only the plan object.")] = False,
+    template: TemplateOpt = None,
+    param: ParamOpt = None,
+    plugins: PluginsOpt = None,
+    session: SessionOpt = None,
+) -> None:
+    """Plan a request and print the plan; nothing runs and no run is created."""
+    from mlpilot.platform.agent.planning import plan_request
+    from mlpilot.platform.config import get_settings
+    from mlpilot.platform.tools import default_registry
+
+    settings = get_settings()
+    context = {}
+    if session:
+        from mlpilot.platform.agent.sessions import load_session
+        from mlpilot.tracking.metadata import open_store
+
+        context = load_session(open_store(settings), session).context
+    result, _ = plan_request(
+        settings,
+        prompt,
+        data_path=data,
+        target=target,
+        template=template,
+        template_params=parse_params(param),
+        registry=default_registry(plugins or ()),
+        context=context,
+    )
+    if json_out:
+        print_json(result.plan.to_dict())
+        return
+    out = console()
+    out.print(f"[bold]Plan[/bold] (planner: {result.planner}, template: {result.plan.template}, engine: {result.plan.engine})")
+    for i, step in enumerate(result.plan.steps, 1):
+        args = ", ".join(f"{k}={v!r}" for k, v in step.args.items())
+        out.print(f"  {i}. {step.tool}({args})", markup=False)
+    for note in result.notes:
+        out.print(f"  note: {note}", markup=False)
+    if result.plan.rationale:
+        out.print(f"  {result.plan.rationale}", markup=False)
+
+
+@app.command()
+@handle_errors
+def run(
+    prompt: Prompt = "",
+    data: DataOpt = None,
+    target: TargetOpt = None,
+    engine: Annotated[str | None, typer.Option("--engine", "-e", help="auto, cpu, gpu or compare (overrides the plan).")] = None,
+    experiment: Annotated[str | None, typer.Option("--experiment", help="MLflow experiment (default: mlpilot).")] = None,
+    template: TemplateOpt = None,
+    param: ParamOpt = None,
+    plugins: PluginsOpt = None,
+    session: SessionOpt = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Print the outcome as JSON.")] = False,
+) -> None:
+    """Plan, generate and run a tracked experiment."""
+    from mlpilot.platform.agent.orchestrator import RunRequest, run_request
+    from mlpilot.platform.cli.progress import ConsoleProgress, print_outcome
+
+    request = RunRequest(
+        prompt=prompt,
+        data_path=data,
+        target=target,
+        engine=engine,
+        experiment=experiment,
+        template=template,
+        template_params=parse_params(param),
+        plugins=tuple(plugins or ()),
+        session_id=session,
+    )
+    progress = ConsoleProgress(quiet=json_out)
+    outcome = run_request(request, progress=progress)
+    if json_out:
+        print_json(outcome.to_dict())
+    else:
+        print_outcome(outcome)
+    if outcome.status not in ("SUCCEEDED", "ANSWERED"):
+        raise typer.Exit(1)
+
+
+@app.command()
+@handle_errors
+def predict(
+    model: Annotated[str, typer.Option("--model", "-m", help="MLflow model URI, e.g. models:/NAME@champion.")],
+    data: Annotated[str, typer.Option("--data", "-d", help="File with rows to predict.")],
+    out: Annotated[str | None, typer.Option("--out", "-o", help="Output file (default: print CSV to stdout).")] = None,
+) -> None:
+    """Predict raw rows with a logged or registered model."""
+    from mlpilot.platform.agent.predicting import predict_file
+
+    path, rows = predict_file(model, data, out)
+    if out:
+        console(stderr=True).print(f"wrote {rows} predictions to {path}", markup=False)
+
+
+@app.command()
+def version() -> None:
+    """Print mlpilot's version."""
+    from importlib.metadata import version as _version
+
+    typer.echo(_version("mlpilot"))
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

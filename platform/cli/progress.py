@@ -1,0 +1,114 @@
+"""Live progress for ``mlpilot run`` on stderr, and the closing summary."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mlpilot.platform.cli._output import console
+
+_STAGE_LABELS = {
+    "load": "loading data",
+    "clean": "cleaning",
+    "features": "engineering features",
+    "train": "training",
+    "tune": "tuning",
+    "evaluate": "cross-validating",
+    "importance": "feature importance",
+    "log_model": "logging the model",
+    "register": "registering",
+    "predict": "predicting",
+}
+
+
+class ConsoleProgress:
+    def __init__(self, quiet: bool = False) -> None:
+        self.quiet = quiet
+        self.out = console(stderr=True)
+        self.bar: Any = None
+        self.task: Any = None
+
+    def state(self, state: str, message: str = "") -> None:
+        if self.quiet:
+            return
+        style = {"SUCCEEDED": "green", "FAILED": "red", "CANCELLED": "yellow"}.get(state, "cyan")
+        self.out.print(f"[{style}]● {state}[/{style}]" + (f"  {_escape(message)}" if message else ""))
+
+    def event(self, event: dict[str, Any]) -> None:
+        if self.quiet:
+            return
+        kind = event.get("type")
+        if kind == "stage_start":
+            stage = event.get("stage", "")
+            self.out.print(f"  … {_STAGE_LABELS.get(stage, stage)}")
+        elif kind == "stage_end":
+            self._stop_bar()
+            self.out.print(f"  ✓ {_STAGE_LABELS.get(event.get('stage', ''), event.get('stage'))} ({event.get('seconds', 0):.2f} s)")
+        elif kind in ("note", "progress"):
+            self.out.print(f"    {_escape(str(event.get('message', '')))}")
+        elif kind == "trial":
+            self._trial(event)
+        elif kind == "pipeline_failed":
+            self._stop_bar()
+            self.out.print(f"  [red]✗ {_escape(str(event.get('message', '')))}[/red]")
+
+    def _trial(self, event: dict[str, Any]) -> None:
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        total = event.get("total")
+        if self.bar is None:
+            self.bar = Progress(TextColumn("    trials"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=self.out, transient=False)
+            self.bar.start()
+            self.task = self.bar.add_task("", total=total)
+        best = event.get("best")
+        self.bar.update(self.task, advance=1, description=f"best {best:.5g}" if isinstance(best, (int, float)) else "")
+
+    def _stop_bar(self) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+            self.bar = None
+
+
+def _escape(text: str) -> str:
+    from rich.markup import escape
+
+    return escape(text)
+
+
+def print_outcome(outcome: Any) -> None:
+    out = console()
+    if outcome.status == "ANSWERED":
+        from mlpilot.platform.cli._output import print_json
+
+        print_json(outcome.answer)
+        return
+    if outcome.error:
+        out.print(f"[red]Run {outcome.status}[/red]: {_escape(outcome.error.get('message', ''))}")
+    else:
+        out.print(f"[green]Run {outcome.status}[/green]")
+    main = outcome.main_metric
+    keys = [k for k in outcome.metrics if k.startswith(("test_", "cv_", "hpo_best")) and not k.endswith("_std")]
+    if main:
+        keys.sort(key=lambda k: (main not in k, k))
+    for key in keys[:8]:
+        out.print(f"  {key:<28} {outcome.metrics[key]:.5g}")
+    if outcome.importance:
+        out.print("  top features: " + ", ".join(_escape(str(i["feature"])) for i in outcome.importance[:5]))
+    if "total" in outcome.timings:
+        out.print(f"  total time                   {outcome.timings['total']:.1f} s")
+    for note in outcome.notes:
+        out.print(f"  note: {_escape(note)}")
+    if outcome.registered:
+        r = outcome.registered
+        out.print(f"  registered: {r['name']} version {r['version']}" + (f" @{r['alias']}" if r.get("alias") else ""))
+    if outcome.predictions:
+        out.print(f"  predictions: {outcome.predictions['path']}")
+    if outcome.run_id:
+        out.print(f"  MLflow run:   {outcome.run_id} (experiment {outcome.experiment})")
+        out.print(f"  tracking URI: {outcome.tracking_uri}")
+        if outcome.tracking_uri and outcome.tracking_uri.startswith("sqlite"):
+            out.print(f"  see it with:  mlflow ui --backend-store-uri {outcome.tracking_uri}")
+    if outcome.pipeline_path:
+        out.print(f"  pipeline:     {outcome.pipeline_path}")
+    if outcome.model_uri:
+        out.print(f"  model:        {outcome.model_uri}")
+    out.print(f"  session:      {outcome.session_id} (continue with --session {outcome.session_id})")

@@ -1,0 +1,171 @@
+"""All of mlpilot's settings in one place (DESIGN.md section 9).
+
+Each setting is an environment variable with a typed default. An optional
+``mlpilot.toml`` (in the working directory or in ``$MLPILOT_HOME``) may hold the same
+keys; the environment wins. ``Settings.from_env()`` reads them once; core code takes a
+``Settings`` explicitly rather than reading the environment itself.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from mlpilot.platform.errors import SettingsError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on Python 3.10 only
+    import tomli as tomllib
+
+ENGINES = ("auto", "cpu", "gpu", "compare")
+LLM_MODES = ("auto", "offline", "openai")
+REASONING_MODES = ("off", "on")
+
+DEFAULT_LLM_BASE_URL = "https://integrate.api.nvidia.com/v1"
+DEFAULT_LLM_MODEL = "nvidia/nvidia-nemotron-nano-9b-v2"
+
+
+def _choice(name: str, value: str, choices: tuple[str, ...]) -> str:
+    value = value.strip().lower()
+    if value not in choices:
+        raise SettingsError(
+            f"{name}={value!r} is not valid",
+            hint=f"use one of: {', '.join(choices)}",
+        )
+    return value
+
+
+def _positive_float(name: str, value: str) -> float:
+    try:
+        number = float(value)
+    except ValueError:
+        raise SettingsError(f"{name}={value!r} is not a number") from None
+    if number <= 0:
+        raise SettingsError(f"{name}={value!r} must be greater than zero")
+    return number
+
+
+def _optional_int(name: str, value: str | None) -> int | None:
+    if value is None or value.strip() == "":
+        return None
+    try:
+        return int(value)
+    except ValueError:
+        raise SettingsError(f"{name}={value!r} is not an integer") from None
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Resolved settings. Paths are absolute; URIs are complete."""
+
+    home: Path
+    tracking_uri: str
+    artifact_root: str | None
+    mongo_uri: str | None
+    mongo_db: str
+    optuna_storage: str
+    engine: str
+    experiment: str
+    llm: str
+    llm_base_url: str
+    llm_model: str
+    llm_api_key: str | None = field(repr=False)
+    llm_reasoning: str
+    llm_thinking_budget: int | None
+    llm_timeout_s: float
+    run_timeout_s: float
+    mongo_timeout_ms: int
+    dash_user: str | None
+    dash_password: str | None = field(repr=False)
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
+        env = dict(os.environ if environ is None else environ)
+        home = Path(env.get("MLPILOT_HOME") or Path.home() / ".mlpilot").expanduser().resolve()
+        merged = {**_read_toml(home), **{k: v for k, v in env.items() if v != ""}}
+
+        def get(name: str, default: str | None = None) -> str | None:
+            return merged.get(name, default)
+
+        tracking_uri = get("MLFLOW_TRACKING_URI")
+        artifact_root = None
+        if not tracking_uri:
+            # The embedded default: no server, one sqlite file, artifacts beside it.
+            tracking_uri = f"sqlite:///{home / 'mlflow.db'}"
+            artifact_root = (home / "artifacts").as_uri()
+        storage = get("MLPILOT_OPTUNA_STORAGE") or str(home / "optuna" / "journal.log")
+        return cls(
+            home=home,
+            tracking_uri=tracking_uri,
+            artifact_root=artifact_root,
+            mongo_uri=get("MLPILOT_MONGO_URI"),
+            mongo_db=get("MLPILOT_MONGO_DB", "mlpilot") or "mlpilot",
+            optuna_storage=storage,
+            engine=_choice("MLPILOT_ENGINE", get("MLPILOT_ENGINE", "auto") or "auto", ENGINES),
+            experiment=get("MLPILOT_EXPERIMENT", "mlpilot") or "mlpilot",
+            llm=_choice("MLPILOT_LLM", get("MLPILOT_LLM", "auto") or "auto", LLM_MODES),
+            llm_base_url=get("MLPILOT_LLM_BASE_URL", DEFAULT_LLM_BASE_URL) or DEFAULT_LLM_BASE_URL,
+            llm_model=get("MLPILOT_LLM_MODEL", DEFAULT_LLM_MODEL) or DEFAULT_LLM_MODEL,
+            llm_api_key=get("NVIDIA_API_KEY") or get("OPENAI_API_KEY"),
+            llm_reasoning=_choice(
+                "MLPILOT_LLM_REASONING",
+                get("MLPILOT_LLM_REASONING", "off") or "off",
+                REASONING_MODES,
+            ),
+            llm_thinking_budget=_optional_int(
+                "MLPILOT_LLM_THINKING_BUDGET", get("MLPILOT_LLM_THINKING_BUDGET")
+            ),
+            llm_timeout_s=_positive_float(
+                "MLPILOT_LLM_TIMEOUT", get("MLPILOT_LLM_TIMEOUT", "60") or "60"
+            ),
+            run_timeout_s=_positive_float(
+                "MLPILOT_RUN_TIMEOUT", get("MLPILOT_RUN_TIMEOUT", "7200") or "7200"
+            ),
+            mongo_timeout_ms=int(
+                _positive_float(
+                    "MLPILOT_MONGO_TIMEOUT_MS", get("MLPILOT_MONGO_TIMEOUT_MS", "2000") or "2000"
+                )
+            ),
+            dash_user=get("MLPILOT_DASH_USER"),
+            dash_password=get("MLPILOT_DASH_PASSWORD"),
+        )
+
+    @property
+    def runs_dir(self) -> Path:
+        return self.home / "runs"
+
+    @property
+    def outbox_path(self) -> Path:
+        return self.home / "outbox.jsonl"
+
+    @property
+    def embedded_store_path(self) -> Path:
+        return self.home / "metadata.db"
+
+    @property
+    def sessions_dir(self) -> Path:
+        return self.home / "sessions"
+
+    def with_overrides(self, **changes: object) -> Settings:
+        return replace(self, **changes)  # type: ignore[arg-type]
+
+
+def _read_toml(home: Path) -> dict[str, str]:
+    """Keys of the first mlpilot.toml found (working directory, then MLPILOT_HOME)."""
+    for candidate in (Path.cwd() / "mlpilot.toml", home / "mlpilot.toml"):
+        if candidate.is_file():
+            try:
+                data = tomllib.loads(candidate.read_text(encoding="utf-8"))
+            except (OSError, tomllib.TOMLDecodeError) as exc:
+                raise SettingsError(f"cannot read {candidate}: {exc}") from None
+            return {str(k): str(v) for k, v in data.items() if not isinstance(v, dict)}
+    return {}
+
+
+def get_settings() -> Settings:
+    """Settings from the current environment (read fresh on each call)."""
+    return Settings.from_env()

@@ -1,0 +1,156 @@
+"""Running generated pipelines: engines, containment, progress and results."""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from mlpilot.platform.config import Settings
+from mlpilot.platform.execution.engines import (
+    EngineChoice,
+    GpuStatus,
+    cuda_device_status,
+    engine_command,
+    gpu_libraries_status,
+    resolve_engine,
+)
+from mlpilot.platform.execution.sandbox import ChildResult, Limits, run_child, scrubbed_env
+
+__all__ = [
+    "ChildResult",
+    "EngineChoice",
+    "Executor",
+    "GpuStatus",
+    "LegResult",
+    "Limits",
+    "cuda_device_status",
+    "engine_command",
+    "gpu_libraries_status",
+    "resolve_engine",
+    "scrubbed_env",
+]
+
+EventHandler = Callable[[dict[str, Any]], None]
+
+
+@dataclass
+class LegResult:
+    engine: str
+    child: ChildResult
+    result: dict[str, Any] | None
+    run_dir: Path
+
+    @property
+    def ok(self) -> bool:
+        return self.child.ok and self.result is not None and self.result.get("status") == "succeeded"
+
+    def failure(self) -> dict[str, Any]:
+        """``{type, message, stage}`` describing why this leg failed."""
+        if self.result and self.result.get("error"):
+            return dict(self.result["error"])
+        child = self.child
+        if child.timed_out:
+            return {"type": "Timeout", "message": f"the pipeline ran past its {child.duration_s:.0f} s limit and was killed", "stage": "running"}
+        if child.cancelled:
+            return {"type": "Cancelled", "message": "the run was cancelled", "stage": "running"}
+        tail = _tail(child.stderr_path)
+        how = f"was killed by {child.signal_name}" if child.signal_name else f"exited with status {child.returncode}"
+        detail = f": {tail}" if tail else ""
+        return {"type": "ChildProcessError", "message": f"the pipeline process {how} without a result{detail}", "stage": "running"}
+
+
+def _tail(path: Path | None, lines: int = 1) -> str:
+    if path is None or not path.exists():
+        return ""
+    text = path.read_text(encoding="utf-8", errors="replace").strip().splitlines()
+    return " ".join(text[-lines:])[-300:]
+
+
+class EventTail:
+    """Reads new lines of a run's events.jsonl as the child appends them."""
+
+    def __init__(self, path: Path, handler: EventHandler | None) -> None:
+        self.path = path
+        self.handler = handler
+        self.offset = 0
+
+    def __call__(self) -> None:
+        if self.handler is None or not self.path.exists():
+            return
+        with self.path.open("rb") as fh:
+            fh.seek(self.offset)
+            data = fh.read()
+        complete = data[: data.rfind(b"\n") + 1]
+        self.offset += len(complete)
+        for line in complete.splitlines():
+            try:
+                self.handler(json.loads(line))
+            except (json.JSONDecodeError, UnicodeDecodeError):
+                continue
+
+
+class Executor:
+    """Runs one pipeline leg in a contained child process."""
+
+    def __init__(self, settings: Settings, limits: Limits | None = None, python: str = sys.executable) -> None:
+        self.settings = settings
+        self.limits = limits or Limits(timeout_s=settings.run_timeout_s)
+        self.python = python
+
+    def child_env(self, *, run_id: str | None, engine: str) -> dict[str, str]:
+        s = self.settings
+        extra = {
+            "MLPILOT_HOME": str(s.home),
+            "MLPILOT_OPTUNA_STORAGE": s.optuna_storage,
+            "MLPILOT_EXPERIMENT": s.experiment,
+            "MLPILOT_ENGINE_USED": engine,
+            "MLFLOW_TRACKING_URI": s.tracking_uri,
+            "PYTHONUNBUFFERED": "1",
+            "MPLBACKEND": "Agg",
+            "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2",
+            "MLFLOW_HTTP_REQUEST_TIMEOUT": "30",
+        }
+        if run_id:
+            extra["MLFLOW_RUN_ID"] = run_id
+        return scrubbed_env(extra)
+
+    def run_leg(
+        self,
+        *,
+        script: Path,
+        run_dir: Path,
+        engine: str,
+        data_path: str | None,
+        mlflow_run_id: str | None,
+        on_event: EventHandler | None = None,
+        cancel: threading.Event | None = None,
+    ) -> LegResult:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        for stale in ("events.jsonl", "result.json"):
+            (run_dir / stale).unlink(missing_ok=True)
+        args = ["--run-dir", str(run_dir), "--engine", engine]
+        if data_path:
+            args += ["--data", data_path]
+        command = engine_command(engine, str(script), args, python=self.python)
+        tail = EventTail(run_dir / "events.jsonl", on_event)
+        child = run_child(
+            command,
+            cwd=run_dir,
+            env=self.child_env(run_id=mlflow_run_id, engine=engine),
+            limits=self.limits,
+            poll=tail,
+            cancel=cancel,
+        )
+        result_path = run_dir / "result.json"
+        result = None
+        if result_path.exists():
+            try:
+                result = json.loads(result_path.read_text(encoding="utf-8"))
+            except json.JSONDecodeError:
+                result = None
+        return LegResult(engine, child, result, run_dir)

@@ -1,0 +1,7 @@
+"""The built-in offline planner (no LLM, no network)."""
+
+from __future__ import annotations
+
+from mlpilot.platform.llm.offline._planner import OfflinePlanner
+
+__all__ = ["OfflinePlanner"]

@@ -1,0 +1,241 @@
+"""``PipelineRun``: the state a generated pipeline carries from step to step.
+
+It parses the script's command line, opens the MLflow run to log to (the one the parent
+passes in ``MLFLOW_RUN_ID``, a new one when the script runs on its own, or none with
+``--no-track``), times every stage, appends progress to ``events.jsonl`` and writes
+``result.json`` at the end, whether the pipeline succeeded or failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import sys
+import time
+import traceback
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from mlpilot.platform.errors import MlpilotError
+
+EVENTS_FILE = "events.jsonl"
+RESULT_FILE = "result.json"
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+
+
+def peak_memory_mb() -> float:
+    # ru_maxrss is in kilobytes on Linux and bytes on macOS
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return round(rss / (1024 * 1024 if sys.platform == "darwin" else 1024), 1)
+
+
+def parse_args(argv: list[str] | None, default_data: str | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description="Run this mlpilot pipeline.")
+    parser.add_argument("--data", default=default_data, help="data file (default: the file planned on)")
+    parser.add_argument("--no-track", action="store_true", help="log nothing to MLflow")
+    parser.add_argument("--experiment", default=None, help="MLflow experiment for a standalone run")
+    parser.add_argument("--run-dir", default=None, help="folder for events.jsonl, result.json and outputs")
+    parser.add_argument("--engine", choices=("cpu", "gpu"), default=None, help="engine this process runs on")
+    parser.add_argument("--seed", type=int, default=None, help="random seed (default: the planned one)")
+    return parser.parse_args(argv)
+
+
+class PipelineRun:
+    """Carries data, decisions, the model and the logger between pipeline steps."""
+
+    def __init__(
+        self,
+        *,
+        plan: dict[str, Any],
+        seed: int,
+        data_path: str | None,
+        run_dir: Path,
+        logger: Any,
+        engine: str = "cpu",
+        owns_run: bool = False,
+    ) -> None:
+        self.plan = plan
+        self.seed = seed
+        self.data_path = data_path
+        self.run_dir = run_dir
+        self.logger = logger
+        self.engine = engine
+        self.owns_run = owns_run
+        self.exit_code = 0
+        self.timings: dict[str, float] = {}
+        self.stage_memory_mb: dict[str, float] = {}
+        self.metrics: dict[str, float] = {}
+        self.notes: list[str] = []
+        self.result: dict[str, Any] = {}
+        self.current_stage: str | None = None
+        self._started = time.perf_counter()
+        # data and decisions, filled by the steps
+        self.X: Any = None
+        self.y: Any = None
+        self.specs: list[Any] = []
+        self.target: str | None = None
+        self.task: str | None = None
+        self.classes: Any = None
+        self.train_index: Any = None
+        self.test_index: Any = None
+        self.raw_example: Any = None
+        self.cleaning: Any = None
+        self.features: Any = None
+        self.model: Any = None
+        self.model_family: str | None = None
+        self.model_params: dict[str, Any] = {}
+        self.main_metric: str | None = None
+        self.model_uri: str | None = None
+        self.model_logged = False
+
+    # -- construction -----------------------------------------------------------------
+    @classmethod
+    def from_argv(
+        cls,
+        argv: list[str] | None,
+        *,
+        plan: dict[str, Any],
+        seed: int,
+        default_data: str | None,
+    ) -> PipelineRun:
+        args = parse_args(argv, default_data)
+        run_dir = Path(args.run_dir or os.getcwd()).resolve()
+        run_dir.mkdir(parents=True, exist_ok=True)
+        engine = args.engine or os.environ.get("MLPILOT_ENGINE_USED", "cpu")
+        logger, owns = _open_logger(args, plan)
+        return cls(
+            plan=plan,
+            seed=args.seed if args.seed is not None else seed,
+            data_path=args.data,
+            run_dir=run_dir,
+            logger=logger,
+            engine=engine,
+            owns_run=owns,
+        )
+
+    # -- progress ------------------------------------------------------------------------
+    def event(self, kind: str, **fields: Any) -> None:
+        record = {"at": _now(), "type": kind, **fields}
+        with (self.run_dir / EVENTS_FILE).open("a", encoding="utf-8") as fh:
+            fh.write(json.dumps(record, default=str, ensure_ascii=False) + "\n")
+
+    def note(self, message: str) -> None:
+        self.notes.append(message)
+        self.event("note", stage=self.current_stage, message=message)
+
+    def log_metrics(self, metrics: dict[str, float]) -> None:
+        clean = {k: float(v) for k, v in metrics.items() if v is not None}
+        self.metrics.update(clean)
+        self.logger.log_metrics(clean)
+
+    @contextmanager
+    def stage(self, name: str) -> Iterator[None]:
+        self.current_stage = name
+        self.event("stage_start", stage=name)
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            elapsed = time.perf_counter() - start
+            self.timings[name] = round(self.timings.get(name, 0.0) + elapsed, 4)
+            self.stage_memory_mb[name] = peak_memory_mb()
+            self.event("stage_end", stage=name, seconds=round(elapsed, 4))
+            self.current_stage = None
+
+    # -- lifecycle -------------------------------------------------------------------------
+    def __enter__(self) -> PipelineRun:
+        self.event("pipeline_start", engine=self.engine, seed=self.seed, run_id=self.logger.run_id)
+        return self
+
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> bool:
+        if exc is None:
+            try:
+                self._finish()
+            except BaseException as finish_exc:  # noqa: BLE001 - recorded as the run's failure
+                exc = finish_exc
+                tb = finish_exc.__traceback__
+        if exc is not None:
+            self._fail(exc, tb)
+        self._write_result("succeeded" if exc is None else "failed")
+        if self.owns_run:
+            self.logger.end("FINISHED" if exc is None else "FAILED")
+        return exc is not None and not isinstance(exc, (KeyboardInterrupt, SystemExit))
+
+    def _finish(self) -> None:
+        from mlpilot.platform.ml import steps
+
+        if self.model is not None and not self.model_logged:
+            with self.stage("log_model"):
+                steps.log_model(self)
+        self.timings["total"] = round(time.perf_counter() - self._started, 4)
+        self.result["peak_memory_mb"] = peak_memory_mb()
+        final = {f"time_{k}_s": v for k, v in self.timings.items()}
+        final["peak_memory_mb"] = self.result["peak_memory_mb"]
+        self.log_metrics(final)
+        self.event("pipeline_end", seconds=self.timings["total"])
+
+    def _fail(self, exc: BaseException, tb: Any) -> None:
+        self.exit_code = 1
+        if isinstance(exc, MlpilotError):
+            message = exc.one_line()
+        else:
+            message = f"{type(exc).__name__}: {exc}"
+            traceback.print_exception(type(exc), exc, tb, file=sys.stderr)
+        self.result["error"] = {"type": type(exc).__name__, "message": message, "stage": self.current_stage}
+        self.timings.setdefault("total", round(time.perf_counter() - self._started, 4))
+        self.event("pipeline_failed", stage=self.current_stage, message=message)
+        print(f"error: {message}", file=sys.stderr)
+
+    def _write_result(self, status: str) -> None:
+        payload = {
+            "status": status,
+            "run_id": self.logger.run_id,
+            "engine": self.engine,
+            "seed": self.seed,
+            "task": self.task,
+            "target": self.target,
+            "model_family": self.model_family,
+            "main_metric": self.main_metric,
+            "metrics": self.metrics,
+            "timings": self.timings,
+            "stage_memory_mb": self.stage_memory_mb,
+            "model_uri": self.model_uri,
+            "notes": self.notes,
+            **self.result,
+        }
+        path = self.run_dir / RESULT_FILE
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(payload, indent=2, default=str, ensure_ascii=False), encoding="utf-8")
+        tmp.replace(path)
+
+
+def _open_logger(args: argparse.Namespace, plan: dict[str, Any]) -> tuple[Any, bool]:
+    from mlpilot.tracking.run_logger import NullRunLogger
+
+    if args.no_track:
+        return NullRunLogger(), False
+    from mlpilot.platform.config import get_settings
+    from mlpilot.tracking.mlflow_store import TAG_KIND, ensure_experiment, make_client, mlpilot_version
+    from mlpilot.tracking.run_logger import MlflowRunLogger
+
+    settings = get_settings()
+    client = make_client(settings)
+    run_id = os.environ.get("MLFLOW_RUN_ID")
+    if run_id:
+        return MlflowRunLogger(client, run_id), False
+    experiment_id = ensure_experiment(client, args.experiment or settings.experiment, settings.artifact_root)
+    run = client.create_run(
+        experiment_id,
+        tags={TAG_KIND: "pipeline", "mlpilot.source": "pipeline.py", "mlpilot.version": mlpilot_version()},
+    )
+    logger = MlflowRunLogger(client, run.info.run_id, experiment_id)
+    logger.log_dict(plan, "plan.json")
+    return logger, True

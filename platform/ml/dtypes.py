@@ -1,0 +1,239 @@
+"""Column kinds: detecting them from raw values and coercing raw values to them.
+
+The same rules serve the data profile that planners see and the runtime, so a column's
+kind never differs between planning and running. ``SchemaCoercer`` is the first step of
+every logged model: it turns raw rows (strings from a CSV, numbers, missing values) into
+the kinds learned at training, so ``models:/NAME@champion`` predicts from raw files.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+KINDS = (
+    "numeric",
+    "integer",
+    "boolean",
+    "categorical",
+    "datetime",
+    "text",
+    "identifier",
+    "constant",
+    "empty",
+)
+#: kinds that are never used as model inputs
+EXCLUDED_KINDS = ("identifier", "constant", "empty", "text")
+
+_TRUE = {"true", "yes", "y", "t", "1", "是", "真"}
+_FALSE = {"false", "no", "n", "f", "0", "否", "假"}
+DATE_FORMATS = (
+    "%Y-%m-%d",
+    "%Y-%m-%d %H:%M:%S",
+    "%Y-%m-%dT%H:%M:%S",
+    "%Y-%m-%d %H:%M",
+    "%Y/%m/%d",
+    "%m/%d/%Y",
+    "%d/%m/%Y",
+    "%d.%m.%Y",
+    "%d-%m-%Y",
+    "%b %d, %Y",
+    "%d %b %Y",
+    "%B %d, %Y",
+    "%d %B %Y",
+    "%Y年%m月%d日",
+    "%m/%d/%Y %H:%M",
+    "%Y-%m-%dT%H:%M:%S%z",
+)
+_ID_NAME = re.compile(r"(^|[_\s-])(id|uuid|guid|key|编号|序号)$|^id[_\s-]|id$", re.IGNORECASE)
+_NUMBER = re.compile(r"^[\s$€£¥]*[-+]?(\d{1,3}(,\d{3})+|\d+)?(\.\d+)?([eE][-+]?\d+)?\s*%?\s*$")
+_PARSE_SHARE = 0.95
+
+
+@dataclass
+class ColumnSpec:
+    """How one raw column is read: its kind and what is needed to parse it again."""
+
+    name: str
+    kind: str
+    date_formats: list[str] = field(default_factory=list)
+    note: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _non_null(series: pd.Series) -> pd.Series:
+    return series.dropna()
+
+
+def _as_text(series: pd.Series) -> pd.Series:
+    return series.astype("string").str.strip()
+
+
+def parse_numbers(series: pd.Series) -> pd.Series:
+    """Numbers from numeric strings ("1,234.5", "$12", "45%"); unparsable → NaN."""
+    import pandas as pd
+
+    if pd.api.types.is_bool_dtype(series):
+        return series.astype("float64")
+    if pd.api.types.is_numeric_dtype(series):
+        return series.astype("float64")
+    text = _as_text(series)
+    cleaned = text.str.replace(r"[\s$€£¥%]", "", regex=True)
+    cleaned = cleaned.where(~cleaned.str.fullmatch(r"[-+]?\d{1,3}(,\d{3})+(\.\d+)?", na=False), cleaned.str.replace(",", "", regex=False))
+    return pd.to_numeric(cleaned, errors="coerce").astype("float64")
+
+
+def parse_booleans(series: pd.Series) -> pd.Series:
+    import numpy as np
+    import pandas as pd
+
+    if pd.api.types.is_bool_dtype(series) or pd.api.types.is_numeric_dtype(series):
+        return series.astype("float64")
+    text = _as_text(series).str.lower()
+    out = pd.Series(np.nan, index=series.index, dtype="float64")
+    out[text.isin(_TRUE).fillna(False).astype(bool)] = 1.0
+    out[text.isin(_FALSE).fillna(False).astype(bool)] = 0.0
+    return out
+
+
+def parse_dates(series: pd.Series, formats: list[str]) -> pd.Series:
+    """Parse with each format in turn, filling what earlier formats left missing."""
+    import pandas as pd
+
+    if pd.api.types.is_datetime64_any_dtype(series):
+        values = series
+        if getattr(values.dt, "tz", None) is not None:
+            values = values.dt.tz_convert(None)
+        return values.astype("datetime64[ns]")
+    text = _as_text(series)
+    result = pd.Series(pd.NaT, index=series.index, dtype="datetime64[ns]")
+    for fmt in formats:
+        todo = result.isna() & text.notna()
+        if not todo.any():
+            break
+        parsed = pd.to_datetime(text[todo], format=fmt, errors="coerce", utc="%z" in fmt)
+        if "%z" in fmt:
+            parsed = parsed.dt.tz_convert(None)
+        result[todo] = parsed.astype("datetime64[ns]")
+    return result
+
+
+def detect_date_formats(series: pd.Series) -> list[str]:
+    """The formats (in order of use) that parse almost all values, or [] if not dates."""
+    import pandas as pd
+
+    text = _as_text(_non_null(series))
+    if text.empty or not text.str.contains(r"\d", regex=True).mean() > 0.9:
+        return []
+    sample = text.head(2000)
+    remaining = pd.Series(True, index=sample.index)
+    chosen: list[str] = []
+    while remaining.any():
+        best, best_hits = None, 0
+        for fmt in DATE_FORMATS:
+            if fmt in chosen:
+                continue
+            hits = pd.to_datetime(sample[remaining], format=fmt, errors="coerce", utc="%z" in fmt).notna()
+            if int(hits.sum()) > best_hits:
+                best, best_hits = fmt, int(hits.sum())
+        if best is None:
+            break
+        chosen.append(best)
+        remaining &= pd.to_datetime(sample, format=best, errors="coerce", utc="%z" in best).isna()
+    parsed_share = 1.0 - remaining.mean()
+    return chosen if parsed_share >= _PARSE_SHARE else []
+
+
+def detect_column(name: str, series: pd.Series) -> ColumnSpec:
+    """The kind of one raw column, with a note when it will be excluded."""
+    import pandas as pd
+
+    values = _non_null(series)
+    n = len(values)
+    if n == 0:
+        return ColumnSpec(name, "empty", note="every value is missing")
+    if pd.api.types.is_datetime64_any_dtype(series):
+        return ColumnSpec(name, "datetime")
+    unique = values.nunique(dropna=True)
+    if unique == 1:
+        return ColumnSpec(name, "constant", note=f"a single value ({str(values.iloc[0])[:30]!r})")
+    if pd.api.types.is_bool_dtype(series):
+        return ColumnSpec(name, "boolean")
+    if pd.api.types.is_numeric_dtype(series):
+        return _numeric_kind(name, values, unique, len(series))
+    text = _as_text(values)
+    lowered = set(text.str.lower().unique()[:50])
+    if unique <= 2 and lowered <= (_TRUE | _FALSE) and lowered & _TRUE and lowered & _FALSE:
+        return ColumnSpec(name, "boolean")
+    if text.str.match(_NUMBER).mean() >= _PARSE_SHARE:
+        numbers = _non_null(parse_numbers(values))
+        if len(numbers) >= _PARSE_SHARE * n:
+            return _numeric_kind(name, numbers, numbers.nunique(), len(series))
+    formats = detect_date_formats(values)
+    if formats:
+        return ColumnSpec(name, "datetime", date_formats=formats)
+    mean_length = float(text.str.len().mean())
+    if unique == n and n >= 20:
+        if mean_length > 40 or text.str.contains(r"\s\S+\s", regex=True).mean() > 0.5:
+            return ColumnSpec(name, "text", note="free text, different in every row: not used as a feature")
+        return ColumnSpec(name, "identifier", note="unique per row (an identifier): not used as a feature")
+    if mean_length > 60 and unique > 0.5 * n:
+        return ColumnSpec(name, "text", note="long free text: not used as a feature")
+    return ColumnSpec(name, "categorical")
+
+
+def _numeric_kind(name: str, values: pd.Series, unique: int, total: int) -> ColumnSpec:
+    import numpy as np
+
+    as_float = values.astype("float64")
+    integral = bool(np.all(np.isclose(as_float, np.round(as_float))))
+    if integral and unique <= 2 and set(np.unique(as_float)) <= {0.0, 1.0}:
+        return ColumnSpec(name, "boolean")
+    if integral and unique == len(values) == total and len(values) >= 20:
+        span = float(as_float.max() - as_float.min() + 1)
+        if _ID_NAME.search(name) or span == len(values):
+            return ColumnSpec(name, "identifier", note="unique per row (an identifier): not used as a feature")
+    if integral and _ID_NAME.search(name) and unique > 0.5 * len(values) and len(values) >= 20:
+        return ColumnSpec(name, "identifier", note="an identifier (by name and values): not used as a feature")
+    return ColumnSpec(name, "integer" if integral else "numeric")
+
+
+def detect_schema(frame: pd.DataFrame) -> list[ColumnSpec]:
+    return [detect_column(str(name), frame[name]) for name in frame.columns]
+
+
+def coerce_column(series: pd.Series, spec: ColumnSpec) -> pd.Series:
+    """Raw values → the column's kind (float for numbers and booleans, datetime, string)."""
+    kind = spec.kind
+    if kind in ("numeric", "integer"):
+        return parse_numbers(series)
+    if kind == "boolean":
+        return parse_booleans(series)
+    if kind == "datetime":
+        return parse_dates(series, spec.date_formats)
+    if kind == "categorical":
+        import numpy as np
+
+        text = series.astype("string").str.strip()
+        return text.astype(object).where(text.notna(), np.nan)
+    return series
+
+
+def float32_safe(series: pd.Series) -> bool:
+    """True when casting to float32 keeps every value within float32's 7 digits."""
+    import numpy as np
+
+    values = series.to_numpy(dtype="float64", na_value=np.nan)
+    finite = values[np.isfinite(values)]
+    if finite.size == 0:
+        return True
+    if np.abs(finite).max() > 1e7:
+        return False
+    cast = finite.astype("float32").astype("float64")
+    return bool(np.allclose(cast, finite, rtol=1e-6, atol=0))

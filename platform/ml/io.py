@@ -1,0 +1,210 @@
+"""Reading tabular files with errors a user can act on."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from mlpilot.platform.errors import DataError
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+FORMATS = {
+    ".csv": "csv",
+    ".tsv": "tsv",
+    ".txt": "csv",
+    ".parquet": "parquet",
+    ".pq": "parquet",
+    ".jsonl": "jsonl",
+    ".ndjson": "jsonl",
+    ".json": "jsonl",
+    ".xlsx": "excel",
+    ".xls": "excel",
+}
+_ENCODINGS = ("utf-8", "utf-8-sig", "gb18030", "latin-1")
+_FINGERPRINT_FULL_LIMIT = 512 * 1024 * 1024
+_EDGE = 8 * 1024 * 1024
+
+
+def detect_format(path: Path) -> str:
+    fmt = FORMATS.get(path.suffix.lower())
+    if fmt is not None:
+        return fmt
+    head = _head(path)
+    if head.startswith(b"PAR1"):
+        return "parquet"
+    if head.lstrip().startswith(b"{"):
+        return "jsonl"
+    return "csv"
+
+
+def _head(path: Path, size: int = 8192) -> bytes:
+    with path.open("rb") as fh:
+        return fh.read(size)
+
+
+def check_readable(path: str | Path) -> Path:
+    """Resolve ``path`` and fail with a one-line reason if it cannot be a table."""
+    path = Path(path).expanduser()
+    if not path.exists():
+        raise DataError(f"data file not found: {path}", hint="check the path given to --data")
+    if path.is_dir():
+        raise DataError(f"{path} is a directory, not a data file")
+    if path.stat().st_size == 0:
+        raise DataError(f"{path} is empty (0 bytes)", hint="give a CSV, Parquet or JSON-lines file with a header and rows")
+    fmt = detect_format(path)
+    if fmt in ("csv", "tsv", "jsonl"):
+        head = _head(path)
+        if b"\x00" in head:
+            raise DataError(
+                f"{path} is not a tabular text file (it contains binary data)",
+                hint="mlpilot reads CSV, TSV, Parquet, JSON lines and Excel files",
+            )
+    return path.resolve()
+
+
+def read_table(
+    path: str | Path,
+    *,
+    nrows: int | None = None,
+    dtype_backend_strings: bool = False,
+) -> pd.DataFrame:
+    """Read a CSV/TSV, Parquet, JSON-lines or Excel file into a DataFrame.
+
+    Raises :class:`DataError` naming the problem for empty, header-only, binary or
+    unparsable files. Duplicate header names are kept apart by pandas (``x``, ``x.1``).
+    """
+    import pandas as pd
+
+    path = check_readable(path)
+    fmt = detect_format(path)
+    try:
+        if fmt in ("csv", "tsv"):
+            frame = _read_delimited(path, fmt, nrows)
+        elif fmt == "parquet":
+            frame = pd.read_parquet(path)
+            if nrows is not None:
+                frame = frame.head(nrows)
+        elif fmt == "jsonl":
+            frame = pd.read_json(path, lines=True, nrows=nrows, dtype=False)
+        else:
+            try:
+                frame = pd.read_excel(path, nrows=nrows)
+            except ImportError:
+                raise DataError(
+                    f"reading Excel file {path.name} needs the 'openpyxl' package",
+                    hint="pip install openpyxl, or save the sheet as CSV",
+                ) from None
+    except DataError:
+        raise
+    except (ValueError, OSError, UnicodeError, pd.errors.ParserError) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise DataError(
+            f"{path.name} could not be read as {fmt.upper()}: {first[:200]}",
+            hint="mlpilot reads CSV, TSV, Parquet, JSON lines and Excel files",
+        ) from None
+    if frame.shape[1] == 0:
+        raise DataError(f"{path.name} has no columns", hint="the first line must be a header")
+    if len(frame) == 0:
+        raise DataError(
+            f"{path.name} has a header but no data rows",
+            hint="add rows below the header line",
+        )
+    if fmt in ("csv", "tsv") and frame.shape[1] == 1 and _looks_like_prose(frame):
+        raise DataError(
+            f"{path.name} does not look like a table (one column of free text)",
+            hint="give a CSV with a header row and comma-separated values",
+        )
+    frame.columns = [str(c).strip() for c in frame.columns]
+    return frame
+
+
+def _read_delimited(path: Path, fmt: str, nrows: int | None) -> pd.DataFrame:
+    import pandas as pd
+
+    sep = "\t" if fmt == "tsv" else None
+    last_error: Exception | None = None
+    for encoding in _ENCODINGS:
+        try:
+            return pd.read_csv(
+                path,
+                sep=sep if sep else ",",
+                nrows=nrows,
+                encoding=encoding,
+                skipinitialspace=True,
+                low_memory=False,
+            )
+        except UnicodeDecodeError as exc:
+            last_error = exc
+            continue
+        except pd.errors.EmptyDataError:
+            raise DataError(
+                f"{path.name} has no header and no rows",
+                hint="the first line must name the columns",
+            ) from None
+    raise DataError(f"{path.name} is not text in any encoding mlpilot knows: {last_error}")
+
+
+def _looks_like_prose(frame: pd.DataFrame) -> bool:
+    header = str(frame.columns[0])
+    return len(header) > 60 or header.count(" ") > 8
+
+
+def duplicate_header_names(path: Path) -> list[str]:
+    """Names that appear more than once in a CSV header (pandas renames the copies)."""
+    import csv
+
+    if detect_format(path) not in ("csv", "tsv"):
+        return []
+    for encoding in _ENCODINGS:
+        try:
+            with path.open(encoding=encoding, newline="") as fh:
+                header = next(csv.reader(fh, delimiter="\t" if path.suffix == ".tsv" else ","), [])
+            break
+        except (UnicodeDecodeError, StopIteration):
+            header = []
+    seen: dict[str, int] = {}
+    for name in (h.strip() for h in header):
+        seen[name] = seen.get(name, 0) + 1
+    return [name for name, count in seen.items() if count > 1]
+
+
+def count_rows(path: Path) -> int | None:
+    """Data rows in a file, cheaply: line count for text, metadata for Parquet."""
+    fmt = detect_format(path)
+    if fmt == "parquet":
+        try:
+            import pyarrow.parquet as pq
+
+            return int(pq.ParquetFile(path).metadata.num_rows)
+        except Exception:
+            return None
+    if fmt not in ("csv", "tsv", "jsonl"):
+        return None
+    lines = 0
+    last = b"\n"
+    with path.open("rb") as fh:
+        while chunk := fh.read(4 * 1024 * 1024):
+            lines += chunk.count(b"\n")
+            last = chunk[-1:]
+    if last != b"\n":
+        lines += 1
+    return max(lines - (0 if fmt == "jsonl" else 1), 0)
+
+
+def fingerprint(path: Path) -> str:
+    """``sha256:<hex>`` of the file (of its size, head and tail when very large)."""
+    digest = hashlib.sha256()
+    size = path.stat().st_size
+    with path.open("rb") as fh:
+        if size <= _FINGERPRINT_FULL_LIMIT:
+            while chunk := fh.read(4 * 1024 * 1024):
+                digest.update(chunk)
+            return f"sha256:{digest.hexdigest()}"
+        digest.update(str(size).encode())
+        digest.update(fh.read(_EDGE))
+        fh.seek(size - _EDGE)
+        digest.update(fh.read(_EDGE))
+    return f"sha256-partial:{digest.hexdigest()}"

@@ -1,0 +1,127 @@
+"""Metrics per task: names, directions, defaults and how to compute them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+LOWER_IS_BETTER = frozenset({"rmse", "mae", "log_loss"})
+CLASSIFICATION = ("accuracy", "balanced_accuracy", "f1", "precision", "recall", "roc_auc", "pr_auc", "log_loss")
+REGRESSION = ("rmse", "mae", "r2")
+
+
+def default_metric(task: str, n_classes: int = 2) -> str:
+    if task == "regression":
+        return "rmse"
+    return "roc_auc" if n_classes == 2 else "accuracy"
+
+
+def direction(metric: str) -> str:
+    """Optuna direction for a metric."""
+    return "minimize" if metric in LOWER_IS_BETTER else "maximize"
+
+
+def positive_label(classes: np.ndarray) -> Any:
+    """The class that counts as positive in a binary problem."""
+    labels = list(classes)
+    for candidate in (1, True, "1", "yes", "Yes", "YES", "true", "True", "positive", "y", "Y"):
+        if candidate in labels:
+            return candidate
+    return labels[-1]
+
+
+def sklearn_scorer(metric: str, task: str, classes: np.ndarray | None = None) -> Any:
+    """A scorer for cross_validate / permutation_importance (greater is better)."""
+    from sklearn.metrics import make_scorer
+
+    if task == "regression":
+        return {"rmse": "neg_root_mean_squared_error", "mae": "neg_mean_absolute_error", "r2": "r2"}[metric]
+    binary = classes is not None and len(classes) == 2
+    if metric in ("accuracy", "balanced_accuracy"):
+        return metric
+    if metric in ("f1", "precision", "recall"):
+        from sklearn import metrics as m
+
+        func = {"f1": m.f1_score, "precision": m.precision_score, "recall": m.recall_score}[metric]
+        if binary:
+            return make_scorer(func, pos_label=positive_label(classes), zero_division=0)
+        return make_scorer(func, average="weighted", zero_division=0)
+    if metric == "roc_auc":
+        if not binary:
+            return "roc_auc_ovr_weighted"
+        return make_scorer(_binary_auc(classes), response_method=("predict_proba", "decision_function"))
+    if metric == "pr_auc":
+        if not binary:
+            raise ValueError("pr_auc is defined for binary classification only")
+        return make_scorer(_binary_ap(classes), response_method=("predict_proba", "decision_function"))
+    if metric == "log_loss":
+        return "neg_log_loss"
+    raise ValueError(f"unknown metric {metric!r}")
+
+
+def _binary_auc(classes: np.ndarray) -> Any:
+    from sklearn.metrics import roc_auc_score
+
+    pos = positive_label(classes)
+
+    def score(y_true: Any, y_score: Any) -> float:
+        return float(roc_auc_score(np.asarray(y_true) == pos, _pos_column(y_score, classes, pos)))
+
+    return score
+
+
+def _binary_ap(classes: np.ndarray) -> Any:
+    from sklearn.metrics import average_precision_score
+
+    pos = positive_label(classes)
+
+    def score(y_true: Any, y_score: Any) -> float:
+        return float(average_precision_score(np.asarray(y_true) == pos, _pos_column(y_score, classes, pos)))
+
+    return score
+
+
+def _pos_column(y_score: Any, classes: np.ndarray, pos: Any) -> np.ndarray:
+    y_score = np.asarray(y_score)
+    if y_score.ndim == 2:
+        return y_score[:, list(classes).index(pos)]
+    # decision_function scores are for classes[1]
+    return y_score if list(classes).index(pos) == 1 else -y_score
+
+
+def scores(task: str, y_true: Any, y_pred: Any, y_score: Any = None, classes: np.ndarray | None = None) -> dict[str, float]:
+    """Every metric of the task that can be computed from the predictions."""
+    from sklearn import metrics as m
+
+    if task == "regression":
+        return {
+            "rmse": float(np.sqrt(m.mean_squared_error(y_true, y_pred))),
+            "mae": float(m.mean_absolute_error(y_true, y_pred)),
+            "r2": float(m.r2_score(y_true, y_pred)),
+        }
+    out = {
+        "accuracy": float(m.accuracy_score(y_true, y_pred)),
+        "balanced_accuracy": float(m.balanced_accuracy_score(y_true, y_pred)),
+    }
+    binary = classes is not None and len(classes) == 2
+    kwargs: dict[str, Any] = {"pos_label": positive_label(classes)} if binary else {"average": "weighted"}
+    out["f1"] = float(m.f1_score(y_true, y_pred, zero_division=0, **kwargs))
+    out["precision"] = float(m.precision_score(y_true, y_pred, zero_division=0, **kwargs))
+    out["recall"] = float(m.recall_score(y_true, y_pred, zero_division=0, **kwargs))
+    if y_score is not None and classes is not None:
+        y_score = np.asarray(y_score)
+        present = len(np.unique(y_true)) > 1
+        if binary and present:
+            pos = positive_label(classes)
+            col = _pos_column(y_score, classes, pos)
+            out["roc_auc"] = float(m.roc_auc_score(np.asarray(y_true) == pos, col))
+            out["pr_auc"] = float(m.average_precision_score(np.asarray(y_true) == pos, col))
+        elif y_score.ndim == 2 and present:
+            try:
+                out["roc_auc"] = float(m.roc_auc_score(y_true, y_score, multi_class="ovr", average="weighted", labels=classes))
+            except ValueError:
+                pass
+        if y_score.ndim == 2:
+            out["log_loss"] = float(m.log_loss(y_true, np.clip(y_score, 1e-15, 1 - 1e-15), labels=classes))
+    return out

@@ -1,0 +1,164 @@
+"""The run-metadata store of DESIGN §5, over any PyMongo-like collection API.
+
+Writes are idempotent: documents are created with ``$setOnInsert`` + ``$set`` and
+updated by read-modify-write guarded by ``rev`` (retried on a concurrent change);
+events carry ids so a replayed write never appends an event twice.
+"""
+
+from __future__ import annotations
+
+import abc
+import uuid
+from datetime import datetime, timezone
+from typing import Any
+
+from mlpilot.platform.errors import TrackingError
+
+RUNS = "runs"
+SESSIONS = "sessions"
+BENCHMARKS = "benchmarks"
+_RETRIES = 20
+
+
+def utcnow() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def new_event(state: str, message: str = "", **extra: Any) -> dict[str, Any]:
+    return {"id": uuid.uuid4().hex[:12], "at": utcnow(), "state": state, "message": message, **extra}
+
+
+class StoreUnavailable(TrackingError):
+    """The metadata store cannot be reached (the write may go to the outbox)."""
+
+
+class MetadataStore(abc.ABC):
+    """Runs, sessions and benchmarks. Subclasses provide collections and error mapping."""
+
+    kind: str = "abstract"
+
+    @abc.abstractmethod
+    def collection(self, name: str) -> Any:
+        """A PyMongo-like collection."""
+
+    @abc.abstractmethod
+    def _unavailable(self, exc: BaseException) -> bool:
+        """Is ``exc`` a connectivity failure (rather than a bug or a bad document)?"""
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        pass
+
+    def ping(self) -> None:
+        self._call(lambda: self.collection(RUNS).count_documents({"_id": "__ping__"}))
+
+    def _call(self, fn: Any) -> Any:
+        try:
+            return fn()
+        except Exception as exc:
+            if self._unavailable(exc):
+                raise StoreUnavailable(f"metadata store unreachable: {str(exc).splitlines()[0][:200]}") from exc
+            raise
+
+    # -- indexes --------------------------------------------------------------------------------
+    def ensure_indexes(self) -> None:
+        def create() -> None:
+            runs = self.collection(RUNS)
+            runs.create_index([("session_id", 1)])
+            runs.create_index([("experiment", 1), ("created_at", -1)])
+            runs.create_index([("status", 1)])
+            self.collection(SESSIONS).create_index([("updated_at", -1)])
+
+        self._call(create)
+
+    # -- runs -----------------------------------------------------------------------------------
+    def create_run(self, run_id: str, fields: dict[str, Any], events: list[dict[str, Any]] = ()) -> None:  # type: ignore[assignment]
+        now = utcnow()
+        on_insert = {"created_at": fields.pop("created_at", now), "events": []}
+
+        def write() -> None:
+            self.collection(RUNS).update_one(
+                {"_id": run_id},
+                {"$setOnInsert": on_insert, "$set": {**fields, "updated_at": now}, "$inc": {"rev": 1}},
+                upsert=True,
+            )
+
+        self._call(write)
+        if events:
+            self.update_run(run_id, {}, list(events))
+
+    def update_run(self, run_id: str, fields: dict[str, Any], events: list[dict[str, Any]] = ()) -> None:  # type: ignore[assignment]
+        def write() -> None:
+            coll = self.collection(RUNS)
+            for _ in range(_RETRIES):
+                doc = coll.find_one({"_id": run_id}, {"rev": 1, "events": 1})
+                if doc is None:
+                    coll.update_one(
+                        {"_id": run_id},
+                        {"$setOnInsert": {"created_at": utcnow(), "events": []}, "$inc": {"rev": 0}},
+                        upsert=True,
+                    )
+                    continue
+                known = {e.get("id") for e in doc.get("events", []) if isinstance(e, dict)}
+                merged = list(doc.get("events", [])) + [e for e in events if e.get("id") not in known]
+                update = {**fields, "updated_at": utcnow()}
+                if len(merged) != len(doc.get("events", [])):
+                    update["events"] = merged
+                result = coll.update_one({"_id": run_id, "rev": doc.get("rev", 0)}, {"$set": update, "$inc": {"rev": 1}})
+                if result.matched_count:
+                    return
+            raise TrackingError(f"run {run_id}: too many concurrent updates")
+
+        self._call(write)
+
+    def get_run(self, run_id: str) -> dict[str, Any] | None:
+        return self._call(lambda: self.collection(RUNS).find_one({"_id": run_id}))
+
+    def find_runs(
+        self,
+        query: dict[str, Any] | None = None,
+        *,
+        sort: list[tuple[str, int]] | None = None,
+        limit: int = 50,
+        skip: int = 0,
+        projection: dict[str, int] | None = None,
+    ) -> list[dict[str, Any]]:
+        def read() -> list[dict[str, Any]]:
+            cursor = self.collection(RUNS).find(query or {}, projection)
+            cursor = cursor.sort(sort or [("created_at", -1)])
+            if skip:
+                cursor = cursor.skip(skip)
+            return list(cursor.limit(limit))
+
+        return self._call(read)
+
+    def count_runs(self, query: dict[str, Any] | None = None) -> int:
+        return int(self._call(lambda: self.collection(RUNS).count_documents(query or {})))
+
+    # -- sessions -------------------------------------------------------------------------------
+    def save_session(self, session_id: str, messages: list[dict[str, Any]], context: dict[str, Any]) -> None:
+        now = utcnow()
+        self._call(
+            lambda: self.collection(SESSIONS).update_one(
+                {"_id": session_id},
+                {"$setOnInsert": {"created_at": now}, "$set": {"messages": messages, "context": context, "updated_at": now}},
+                upsert=True,
+            )
+        )
+
+    def get_session(self, session_id: str) -> dict[str, Any] | None:
+        return self._call(lambda: self.collection(SESSIONS).find_one({"_id": session_id}))
+
+    def list_sessions(self, limit: int = 20) -> list[dict[str, Any]]:
+        return self._call(lambda: list(self.collection(SESSIONS).find({}).sort([("updated_at", -1)]).limit(limit)))
+
+    # -- benchmarks -----------------------------------------------------------------------------
+    def save_benchmark(self, benchmark_id: str, doc: dict[str, Any]) -> None:
+        now = utcnow()
+        self._call(
+            lambda: self.collection(BENCHMARKS).update_one(
+                {"_id": benchmark_id}, {"$setOnInsert": {"created_at": now}, "$set": doc}, upsert=True
+            )
+        )
+
+    def find_benchmarks(self, query: dict[str, Any] | None = None, limit: int = 100) -> list[dict[str, Any]]:
+        return self._call(lambda: list(self.collection(BENCHMARKS).find(query or {}).sort([("created_at", -1)]).limit(limit)))
