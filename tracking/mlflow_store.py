@@ -55,7 +55,7 @@ def check_reachable(tracking_uri: str, timeout: float = CONNECT_TIMEOUT_S) -> No
         return
     url = tracking_uri.rstrip("/") + "/health"
     try:
-        with urllib.request.urlopen(url, timeout=timeout) as response:  # noqa: S310 - the user's server
+        with urllib.request.urlopen(url, timeout=timeout) as response:
             response.read(64)
     except urllib.error.HTTPError as exc:
         if exc.code in (401, 403):
@@ -77,9 +77,14 @@ def make_client(settings: Settings) -> MlflowClient:
     configure_http_timeouts()
     check_reachable(settings.tracking_uri)
     if settings.tracking_uri.startswith("sqlite:///"):
-        Path(settings.tracking_uri.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
+        Path(settings.tracking_uri.removeprefix("sqlite:///")).parent.mkdir(
+            parents=True, exist_ok=True
+        )
+    import logging
+
     from mlflow import MlflowClient
 
+    logging.getLogger("mlflow").setLevel(logging.WARNING)  # no "creating tables" chatter on the CLI
     return MlflowClient(tracking_uri=settings.tracking_uri, registry_uri=settings.tracking_uri)
 
 
@@ -100,7 +105,9 @@ def ensure_experiment(client: MlflowClient, name: str, artifact_root: str | None
             found = client.get_experiment_by_name(name)
             if found is not None:
                 return found.experiment_id
-        raise TrackingError(f"MLflow refused experiment {name!r}: {str(exc).splitlines()[0]}") from None
+        raise TrackingError(
+            f"MLflow refused experiment {name!r}: {str(exc).splitlines()[0]}"
+        ) from None
 
 
 def _safe(name: str) -> str:

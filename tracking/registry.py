@@ -21,7 +21,9 @@ def model_uri_of_run(client: MlflowClient, run_id: str) -> str | None:
     if model_outputs:
         latest = max(model_outputs, key=lambda m: m.step)
         return f"models:/{latest.model_id}"
-    found = client.search_logged_models([run.info.experiment_id], filter_string=f"source_run_id = '{run_id}'")
+    found = client.search_logged_models(
+        [run.info.experiment_id], filter_string=f"source_run_id = '{run_id}'"
+    )
     return f"models:/{found[0].model_id}" if found else None
 
 
@@ -47,7 +49,9 @@ def best_run(client: MlflowClient, experiment_id: str, metric: str | None) -> tu
     )
 
 
-def resolve_source(client: MlflowClient, experiment_id: str, run_id: str | None, metric: str | None) -> tuple[str, str]:
+def resolve_source(
+    client: MlflowClient, experiment_id: str, run_id: str | None, metric: str | None
+) -> tuple[str, str]:
     """(source run id, model uri) for ``run_id``, or for the experiment's best run."""
     if run_id is None:
         run_id, _ = best_run(client, experiment_id, metric)
@@ -73,7 +77,10 @@ def resolve_run_id(client: MlflowClient, experiment_id: str | None, run_id: str)
         if len(matches) == 1:
             return matches[0]
         if len(matches) > 1:
-            raise TrackingError(f"run id prefix {run_id!r} is ambiguous ({len(matches)} runs)", hint="give more characters")
+            raise TrackingError(
+                f"run id prefix {run_id!r} is ambiguous ({len(matches)} runs)",
+                hint="give more characters",
+            )
     raise TrackingError(f"no run with id {run_id!r}", hint="list runs with: mlpilot runs list")
 
 
@@ -105,4 +112,10 @@ def register(
     )
     if alias:
         client.set_registered_model_alias(name, alias, version.version)
-    return {"name": name, "version": str(version.version), "alias": alias, "source_run": source_run_id, "model_uri": model_uri}
+    return {
+        "name": name,
+        "version": str(version.version),
+        "alias": alias,
+        "source_run": source_run_id,
+        "model_uri": model_uri,
+    }

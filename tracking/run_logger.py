@@ -36,9 +36,13 @@ class NullRunLogger:
     def log_dict(self, data: Any, artifact_file: str) -> None: ...
     def log_file(self, local_path: str | Path, artifact_dir: str | None = None) -> None: ...
     def log_figure(self, figure: Any, artifact_file: str) -> None: ...
-    def log_input(self, frame: Any, *, source: str, name: str, targets: str | None = None) -> None: ...
+    def log_input(
+        self, frame: Any, *, source: str, name: str, targets: str | None = None
+    ) -> None: ...
 
-    def log_model(self, model: Any, *, signature: Any = None, input_example: Any = None) -> str | None:
+    def log_model(
+        self, model: Any, *, signature: Any = None, input_example: Any = None
+    ) -> str | None:
         return None
 
     def child(self, name: str, tags: dict[str, str] | None = None) -> NullRunLogger:
@@ -96,7 +100,9 @@ class MlflowRunLogger:
         self.client.log_text(self.run_id, text, artifact_file)
 
     def log_dict(self, data: Any, artifact_file: str) -> None:
-        self.client.log_text(self.run_id, json.dumps(data, indent=2, default=str, ensure_ascii=False), artifact_file)
+        self.client.log_text(
+            self.run_id, json.dumps(data, indent=2, default=str, ensure_ascii=False), artifact_file
+        )
 
     def log_file(self, local_path: str | Path, artifact_dir: str | None = None) -> None:
         self.client.log_artifact(self.run_id, str(local_path), artifact_dir)
@@ -105,17 +111,32 @@ class MlflowRunLogger:
         self.client.log_figure(self.run_id, figure, artifact_file)
 
     def log_input(self, frame: Any, *, source: str, name: str, targets: str | None = None) -> None:
+        import warnings
+
         import mlflow.data
         from mlflow.entities import DatasetInput, InputTag
 
         sample = frame if len(frame) <= 100_000 else frame.sample(100_000, random_state=0)
-        dataset = mlflow.data.from_pandas(sample, source=source, name=name, targets=targets)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # MLflow's notes on local sources and integer columns
+            dataset = mlflow.data.from_pandas(sample, source=source, name=name, targets=targets)
         tag = InputTag(key="mlflow.data.context", value="training")
-        self.client.log_inputs(self.run_id, datasets=[DatasetInput(dataset._to_mlflow_entity(), [tag])])
+        self.client.log_inputs(
+            self.run_id, datasets=[DatasetInput(dataset._to_mlflow_entity(), [tag])]
+        )
 
-    def log_model(self, model: Any, *, signature: Any = None, input_example: Any = None) -> str | None:
+    def log_model(
+        self, model: Any, *, signature: Any = None, input_example: Any = None
+    ) -> str | None:
+        import logging
+
+        import mlflow
         import mlflow.sklearn
 
+        # cloudpickle is deliberate: the Pipeline holds mlpilot's own transformers
+        logging.getLogger("mlflow.sklearn").setLevel(logging.ERROR)
+        # log_model resolves the run through the process-wide URI: point it at our store
+        mlflow.set_tracking_uri(self.tracking_uri)
         info = mlflow.sklearn.log_model(
             model,
             name="model",

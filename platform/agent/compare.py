@@ -35,7 +35,9 @@ def gpu_leg_status() -> tuple[bool, str]:
 
 
 def speedups(cpu: dict[str, float], gpu: dict[str, float]) -> dict[str, float]:
-    return {stage: round(cpu[stage] / gpu[stage], 4) for stage in cpu if stage in gpu and gpu[stage] > 0}
+    return {
+        stage: round(cpu[stage] / gpu[stage], 4) for stage in cpu if stage in gpu and gpu[stage] > 0
+    }
 
 
 def run_comparison(
@@ -50,14 +52,33 @@ def run_comparison(
     outcome: Any,
     profile: Any,
 ) -> LegResult:
-    cpu = executor.run_leg(script=script, run_dir=run_dir, engine="cpu", data_path=data_path, mlflow_run_id=logger.run_id, on_event=on_event)
+    cpu = executor.run_leg(
+        script=script,
+        run_dir=run_dir,
+        engine="cpu",
+        data_path=data_path,
+        mlflow_run_id=logger.run_id,
+        on_event=on_event,
+    )
     cpu_timings = (cpu.result or {}).get("timings", {})
     available, reason = gpu_leg_status()
     gpu_doc: dict[str, Any] = {"available": available, "reason": reason}
-    stages: dict[str, dict[str, Any]] = {stage: {"cpu_s": seconds, "gpu_s": None, "speedup": None} for stage, seconds in cpu_timings.items()}
+    stages: dict[str, dict[str, Any]] = {
+        stage: {"cpu_s": seconds, "gpu_s": None, "speedup": None}
+        for stage, seconds in cpu_timings.items()
+    }
     if available and cpu.ok:
-        child = logger.child("engine-gpu", tags={"mlpilot.kind": "engine_leg", "mlpilot.engine": "gpu"})
-        gpu = executor.run_leg(script=script, run_dir=run_dir / "gpu", engine="gpu", data_path=data_path, mlflow_run_id=child.run_id, on_event=on_event)
+        child = logger.child(
+            "engine-gpu", tags={"mlpilot.kind": "engine_leg", "mlpilot.engine": "gpu"}
+        )
+        gpu = executor.run_leg(
+            script=script,
+            run_dir=run_dir / "gpu",
+            engine="gpu",
+            data_path=data_path,
+            mlflow_run_id=child.run_id,
+            on_event=on_event,
+        )
         child.end("FINISHED" if gpu.ok else "FAILED")
         gpu_timings = (gpu.result or {}).get("timings", {})
         if gpu.ok:
@@ -67,19 +88,33 @@ def run_comparison(
             logger.log_metrics({f"speedup_{k}": v for k, v in ratios.items()})
             logger.log_metrics({f"gpu_time_{k}_s": v for k, v in gpu_timings.items()})
         else:
-            gpu_doc.update(available=False, reason=f"the GPU leg failed: {gpu.failure()['message']}")
+            gpu_doc.update(
+                available=False, reason=f"the GPU leg failed: {gpu.failure()['message']}"
+            )
     elif not cpu.ok:
         gpu_doc.update(available=False, reason="not run: the CPU leg failed")
-    logger.set_tags({"mlpilot.compare.gpu": "ran" if gpu_doc["available"] else f"unavailable: {gpu_doc['reason']}"[:500]})
+    logger.set_tags(
+        {
+            "mlpilot.compare.gpu": "ran"
+            if gpu_doc["available"]
+            else f"unavailable: {gpu_doc['reason']}"[:500]
+        }
+    )
     benchmark = {
         "run_id": logger.run_id,
         "experiment": outcome.experiment,
-        "dataset": {"path": data_path, "rows": getattr(profile, "rows", None), "cols": len(getattr(profile, "columns", []) or [])},
+        "dataset": {
+            "path": data_path,
+            "rows": getattr(profile, "rows", None),
+            "cols": len(getattr(profile, "columns", []) or []),
+        },
         "stages": stages,
         "gpu": gpu_doc,
         "hardware": hardware_description(),
     }
     store.save_benchmark(uuid.uuid4().hex, benchmark)
     logger.log_dict(benchmark, "benchmark.json")
-    outcome.notes.append("GPU leg: " + ("ran" if gpu_doc["available"] else f"unavailable ({gpu_doc['reason']})"))
+    outcome.notes.append(
+        "GPU leg: " + ("ran" if gpu_doc["available"] else f"unavailable ({gpu_doc['reason']})")
+    )
     return cpu

@@ -47,6 +47,7 @@ class RunRequest:
     template_params: dict[str, Any] = field(default_factory=dict)
     plugins: tuple[str, ...] = ()
     session_id: str | None = None
+    plan_file: str | None = None
 
 
 @dataclass
@@ -86,7 +87,9 @@ class RunFailed(MlpilotError):
         self.error = error
 
 
-def run_request(request: RunRequest, *, progress: Progress | None = None, settings: Settings | None = None) -> RunOutcome:
+def run_request(
+    request: RunRequest, *, progress: Progress | None = None, settings: Settings | None = None
+) -> RunOutcome:
     return Orchestrator(settings or get_settings(), progress=progress).run(request)
 
 
@@ -104,7 +107,9 @@ class Orchestrator:
         store = open_store(self.settings)
         session = load_session(store, request.session_id)
         session.add("user", request.prompt)
-        experiment = request.experiment or session.context.get("experiment") or self.settings.experiment
+        experiment = (
+            request.experiment or session.context.get("experiment") or self.settings.experiment
+        )
         events = [new_event("RECEIVED", "request received")]
         self.progress.state("RECEIVED")
         registry = default_registry(request.plugins)
@@ -121,6 +126,7 @@ class Orchestrator:
                 context=session.context,
                 registry=registry,
                 experiment=experiment,
+                plan_file=request.plan_file,
             )
         except MlpilotError as exc:
             return self._fail_without_plan(store, session, request, experiment, events, exc)
@@ -130,15 +136,38 @@ class Orchestrator:
         return self._execute(store, session, request, experiment, events, result, profile, registry)
 
     # -- queries ----------------------------------------------------------------------------------
-    def _answer(self, store: Any, session: Session, plan: Plan, registry: Any, profile: Any, experiment: str, planner: str) -> RunOutcome:
+    def _answer(
+        self,
+        store: Any,
+        session: Session,
+        plan: Plan,
+        registry: Any,
+        profile: Any,
+        experiment: str,
+        planner: str,
+    ) -> RunOutcome:
         from mlpilot.platform.tools.queries import QueryContext
 
         step = plan.steps[0]
-        context = QueryContext(settings=self.settings, store=store, profile=profile, experiment=experiment)
+        context = QueryContext(
+            settings=self.settings, store=store, profile=profile, experiment=experiment
+        )
         answer = registry.get(step.tool)(context, **step.args)
-        session.add("assistant", json.dumps({"tool": step.tool, "answer": answer}, default=str, ensure_ascii=False)[:4000])
+        session.add(
+            "assistant",
+            json.dumps({"tool": step.tool, "answer": answer}, default=str, ensure_ascii=False)[
+                :4000
+            ],
+        )
         save_session(store, session)
-        return RunOutcome(status="ANSWERED", session_id=session.id, plan=plan.to_dict(), planner=planner, answer=answer, experiment=experiment)
+        return RunOutcome(
+            status="ANSWERED",
+            session_id=session.id,
+            plan=plan.to_dict(),
+            planner=planner,
+            answer=answer,
+            experiment=experiment,
+        )
 
     # -- runs -------------------------------------------------------------------------------------
     def _open_tracking(self, experiment: str) -> tuple[Any, str]:
@@ -147,7 +176,16 @@ class Orchestrator:
         client = make_client(self.settings)
         return client, ensure_experiment(client, experiment, self.settings.artifact_root)
 
-    def _create_parent(self, client: Any, experiment_id: str, session: Session, request: RunRequest, planner: str, plan: Plan | None, fingerprint: str | None) -> Any:
+    def _create_parent(
+        self,
+        client: Any,
+        experiment_id: str,
+        session: Session,
+        request: RunRequest,
+        planner: str,
+        plan: Plan | None,
+        fingerprint: str | None,
+    ) -> Any:
         from mlpilot.tracking import mlflow_store as ms
         from mlpilot.tracking.run_logger import MlflowRunLogger
 
@@ -166,15 +204,27 @@ class Orchestrator:
         run = client.create_run(experiment_id, run_name=name, tags=tags)
         return MlflowRunLogger(client, run.info.run_id, experiment_id)
 
-    def _fail_without_plan(self, store: Any, session: Session, request: RunRequest, experiment: str, events: list[dict[str, Any]], exc: MlpilotError) -> RunOutcome:
+    def _fail_without_plan(
+        self,
+        store: Any,
+        session: Session,
+        request: RunRequest,
+        experiment: str,
+        events: list[dict[str, Any]],
+        exc: MlpilotError,
+    ) -> RunOutcome:
         """Bad input found while planning: record a FAILED run with the reason, then report it."""
         from mlpilot.tracking.metadata import new_event, utcnow
 
         error = exc.to_dict(stage="PLANNING")
-        outcome = RunOutcome(status="FAILED", session_id=session.id, experiment=experiment, error=error)
+        outcome = RunOutcome(
+            status="FAILED", session_id=session.id, experiment=experiment, error=error
+        )
         try:
             client, experiment_id = self._open_tracking(experiment)
-            logger = self._create_parent(client, experiment_id, session, request, "none", None, None)
+            logger = self._create_parent(
+                client, experiment_id, session, request, "none", None, None
+            )
         except MlpilotError:
             raise exc from None  # tracking is down too: the input error is the one to report
         logger.log_text(request.prompt, "prompt.txt")
@@ -200,15 +250,37 @@ class Orchestrator:
         save_session(store, session)
         store.flush()
         self.progress.state("FAILED", error["message"])
-        outcome.run_id, outcome.experiment_id, outcome.tracking_uri = logger.run_id, experiment_id, self.settings.tracking_uri
+        outcome.run_id, outcome.experiment_id, outcome.tracking_uri = (
+            logger.run_id,
+            experiment_id,
+            self.settings.tracking_uri,
+        )
         return outcome
 
-    def _execute(self, store: Any, session: Session, request: RunRequest, experiment: str, events: list[dict[str, Any]], result: Any, profile: Any, registry: Any) -> RunOutcome:
+    def _execute(
+        self,
+        store: Any,
+        session: Session,
+        request: RunRequest,
+        experiment: str,
+        events: list[dict[str, Any]],
+        result: Any,
+        profile: Any,
+        registry: Any,
+    ) -> RunOutcome:
         from mlpilot.tracking.metadata import new_event, utcnow
 
         plan: Plan = result.plan
         client, experiment_id = self._open_tracking(experiment)
-        logger = self._create_parent(client, experiment_id, session, request, result.planner, plan, profile.fingerprint if profile else None)
+        logger = self._create_parent(
+            client,
+            experiment_id,
+            session,
+            request,
+            result.planner,
+            plan,
+            profile.fingerprint if profile else None,
+        )
         run_id = logger.run_id
         run_dir = self.settings.runs_dir / run_id
         run_dir.mkdir(parents=True, exist_ok=True)
@@ -226,7 +298,13 @@ class Orchestrator:
         )
         dataset = None
         if profile is not None:
-            dataset = {"path": profile.path, "fingerprint": profile.fingerprint, "rows": profile.rows, "cols": len(profile.columns), "schema": [{"name": c.name, "kind": c.kind} for c in profile.columns]}
+            dataset = {
+                "path": profile.path,
+                "fingerprint": profile.fingerprint,
+                "rows": profile.rows,
+                "cols": len(profile.columns),
+                "schema": [{"name": c.name, "kind": c.kind} for c in profile.columns],
+            }
         store.create_run(
             run_id,
             {
@@ -248,7 +326,9 @@ class Orchestrator:
         def transition(new_state: str, message: str = "", **fields: Any) -> None:
             nonlocal state
             state = new_state
-            store.update_run(run_id, {"status": new_state, **fields}, [new_event(new_state, message)])
+            store.update_run(
+                run_id, {"status": new_state, **fields}, [new_event(new_state, message)]
+            )
             logger.set_tags({"mlpilot.state": new_state})
             self.progress.state(new_state, message)
 
@@ -269,14 +349,28 @@ class Orchestrator:
             script = self._generate(plan, registry, request, profile, run_dir)
             outcome.pipeline_path = str(script)
             logger.log_file(script)
-            leg = self._run(run_id, run_dir, script, engine_requested, profile, logger, store, transition, outcome)
+            leg = self._run(
+                run_id,
+                run_dir,
+                script,
+                engine_requested,
+                profile,
+                logger,
+                store,
+                transition,
+                outcome,
+            )
             transition("RECORDING", "recording results")
             self._record(leg, logger, store, outcome, run_id)
             if not leg.ok:
                 raise RunFailed(leg.failure())
             final = "SUCCEEDED"
         except KeyboardInterrupt:
-            outcome.error = {"type": "Cancelled", "message": "cancelled by the user", "stage": state}
+            outcome.error = {
+                "type": "Cancelled",
+                "message": "cancelled by the user",
+                "stage": state,
+            }
             final = "CANCELLED"
         except RunFailed as exc:
             outcome.error = exc.error
@@ -285,7 +379,11 @@ class Orchestrator:
             outcome.error = exc.to_dict(stage=state)
             final = "FAILED"
         except Exception as exc:  # a bug: still never leave the run RUNNING
-            outcome.error = {"type": type(exc).__name__, "message": f"internal error: {exc}", "stage": state}
+            outcome.error = {
+                "type": type(exc).__name__,
+                "message": f"internal error: {exc}",
+                "stage": state,
+            }
             final = "FAILED"
         outcome.status = final
         fields: dict[str, Any] = {"finished_at": utcnow()}
@@ -305,7 +403,9 @@ class Orchestrator:
             return plan.engine
         return self.settings.engine
 
-    def _generate(self, plan: Plan, registry: Any, request: RunRequest, profile: Any, run_dir: Path) -> Path:
+    def _generate(
+        self, plan: Plan, registry: Any, request: RunRequest, profile: Any, run_dir: Path
+    ) -> Path:
         from mlpilot.platform.codegen import render_pipeline
         from mlpilot.tracking.mlflow_store import mlpilot_version
 
@@ -320,21 +420,55 @@ class Orchestrator:
         script.write_text(source, encoding="utf-8")
         return script
 
-    def _run(self, run_id: str, run_dir: Path, script: Path, requested: str, profile: Any, logger: Any, store: Any, transition: Any, outcome: RunOutcome) -> Any:
+    def _run(
+        self,
+        run_id: str,
+        run_dir: Path,
+        script: Path,
+        requested: str,
+        profile: Any,
+        logger: Any,
+        store: Any,
+        transition: Any,
+        outcome: RunOutcome,
+    ) -> Any:
         from mlpilot.platform.execution import Executor, resolve_engine
 
         choice = resolve_engine(requested)
         outcome.engine = choice.to_dict()
-        logger.set_tags({"mlpilot.engine": choice.used, "mlpilot.engine.requested": choice.requested, "mlpilot.engine.reason": choice.reason[:500]})
+        logger.set_tags(
+            {
+                "mlpilot.engine": choice.used,
+                "mlpilot.engine.requested": choice.requested,
+                "mlpilot.engine.reason": choice.reason[:500],
+            }
+        )
         executor = Executor(self.settings)
         data = profile.path if profile else None
         transition("RUNNING", f"engine {choice.used} ({choice.reason})", engine=choice.to_dict())
         on_event = self._event_handler(run_id, store)
         if choice.used != "compare":
-            return executor.run_leg(script=script, run_dir=run_dir, engine=choice.used, data_path=data, mlflow_run_id=run_id, on_event=on_event)
+            return executor.run_leg(
+                script=script,
+                run_dir=run_dir,
+                engine=choice.used,
+                data_path=data,
+                mlflow_run_id=run_id,
+                on_event=on_event,
+            )
         from mlpilot.platform.agent.compare import run_comparison
 
-        return run_comparison(executor, script=script, run_dir=run_dir, data_path=data, logger=logger, store=store, on_event=on_event, outcome=outcome, profile=profile)
+        return run_comparison(
+            executor,
+            script=script,
+            run_dir=run_dir,
+            data_path=data,
+            logger=logger,
+            store=store,
+            on_event=on_event,
+            outcome=outcome,
+            profile=profile,
+        )
 
     def _event_handler(self, run_id: str, store: Any) -> Any:
         from mlpilot.tracking.metadata import new_event
@@ -342,9 +476,19 @@ class Orchestrator:
         def handle(event: dict[str, Any]) -> None:
             self.progress.event(event)
             kind = event.get("type")
-            if kind in ("stage_end", "pipeline_failed") or (kind == "trial" and int(event.get("number", 0)) % 10 == 9):
+            if kind in ("stage_end", "pipeline_failed") or (
+                kind == "trial" and int(event.get("number", 0)) % 10 == 9
+            ):
                 message = event.get("message") or _describe_event(event)
-                store.update_run(run_id, {}, [new_event("RUNNING", message, detail={k: v for k, v in event.items() if k != "at"})])
+                store.update_run(
+                    run_id,
+                    {},
+                    [
+                        new_event(
+                            "RUNNING", message, detail={k: v for k, v in event.items() if k != "at"}
+                        )
+                    ],
+                )
 
         return handle
 
@@ -363,7 +507,12 @@ class Orchestrator:
         outcome.study = result.get("study")
         outcome.main_metric = result.get("main_metric")
         outcome.notes.extend(n for n in result.get("notes", []) if n not in outcome.notes)
-        timings = {"stages_s": outcome.timings, "stage_peak_memory_mb": result.get("stage_memory_mb", {}), "peak_memory_mb": result.get("peak_memory_mb"), "engine": outcome.engine}
+        timings = {
+            "stages_s": outcome.timings,
+            "stage_peak_memory_mb": result.get("stage_memory_mb", {}),
+            "peak_memory_mb": result.get("peak_memory_mb"),
+            "engine": outcome.engine,
+        }
         logger.log_dict(timings, "timings.json")
         fields: dict[str, Any] = {
             "metrics": outcome.metrics,
@@ -385,9 +534,17 @@ class Orchestrator:
             fields["dataset.rows"] = result["data"]["rows"]
         store.update_run(run_id, fields)
         if result.get("target"):
-            logger.set_tags({"mlpilot.target": result["target"], "mlpilot.task": result.get("task") or "", "mlpilot.metric": outcome.main_metric or ""})
+            logger.set_tags(
+                {
+                    "mlpilot.target": result["target"],
+                    "mlpilot.task": result.get("task") or "",
+                    "mlpilot.metric": outcome.main_metric or "",
+                }
+            )
 
-    def _remember(self, session: Session, outcome: RunOutcome, profile: Any, plan: Plan, store: Any) -> None:
+    def _remember(
+        self, session: Session, outcome: RunOutcome, profile: Any, plan: Plan, store: Any
+    ) -> None:
         load = plan.step("load_data")
         session.remember(
             data_path=profile.path if profile else None,
@@ -402,9 +559,21 @@ class Orchestrator:
             value = outcome.metrics[f"test_{metric}"]
             best = session.context.get("best_run")
             lower = metric in ("rmse", "mae", "log_loss")
-            if not best or best.get("metric") != metric or (value < best["value"] if lower else value > best["value"]):
-                session.context["best_run"] = {"run_id": outcome.run_id, "metric": metric, "value": value, "model_uri": outcome.model_uri}
-        summary = f"{outcome.status.lower()}: " + (", ".join(f"{k}={v:.4g}" for k, v in outcome.metrics.items() if k.startswith("test_")) or (outcome.error or {}).get("message", ""))
+            if (
+                not best
+                or best.get("metric") != metric
+                or (value < best["value"] if lower else value > best["value"])
+            ):
+                session.context["best_run"] = {
+                    "run_id": outcome.run_id,
+                    "metric": metric,
+                    "value": value,
+                    "model_uri": outcome.model_uri,
+                }
+        summary = f"{outcome.status.lower()}: " + (
+            ", ".join(f"{k}={v:.4g}" for k, v in outcome.metrics.items() if k.startswith("test_"))
+            or (outcome.error or {}).get("message", "")
+        )
         session.add("assistant", summary, outcome.run_id)
         save_session(store, session)
 

@@ -32,6 +32,7 @@ def plan_request(
     profile: DataProfile | None = None,
     experiment: str | None = None,
     planner_name: str | None = None,
+    plan_file: str | None = None,
 ) -> tuple[PlanResult, DataProfile | None]:
     """Plan ``prompt``; with ``template`` the named template is instantiated directly."""
     registry = registry or default_registry()
@@ -39,6 +40,8 @@ def plan_request(
     context = dict(context or {})
     if data_path is None and context.get("data_path") and Path(context["data_path"]).exists():
         data_path = context["data_path"]
+    if plan_file:
+        return _plan_from_file(plan_file, registry, data_path, profile)
     if profile is None:
         profile = profile_if_given(data_path)
     if template:
@@ -47,10 +50,17 @@ def plan_request(
         if needs_data and chosen_target is None and profile is not None:
             from mlpilot.platform.plan.validate import describe_candidates
 
-            raise PlanError(f"template {template!r} needs a target column", hint=f"pass --target COL; candidates: {describe_candidates(profile)}")
-        plan = templates.get(template).instantiate(template_params, data_path=profile.path if profile else data_path, target=chosen_target)
+            raise PlanError(
+                f"template {template!r} needs a target column",
+                hint=f"pass --target COL; candidates: {describe_candidates(profile)}",
+            )
+        plan = templates.get(template).instantiate(
+            template_params, data_path=profile.path if profile else data_path, target=chosen_target
+        )
         validated = validate_plan(plan, registry, profile, check_files=False)
-        return PlanResult(plan=validated.plan, planner="template", task=validated.task, notes=validated.notes), profile
+        return PlanResult(
+            plan=validated.plan, planner="template", task=validated.task, notes=validated.notes
+        ), profile
     planner = make_planner(settings, planner_name)
     request = PlanningRequest(
         prompt=prompt,
@@ -63,3 +73,26 @@ def plan_request(
         experiment=experiment or settings.experiment,
     )
     return planner.plan(request), profile
+
+
+def _plan_from_file(
+    path: str, registry: ToolRegistry, data_path: str | None, profile: DataProfile | None
+) -> tuple[PlanResult, DataProfile | None]:
+    """A saved plan (``mlpilot plan --json > plan.json``), validated like any other."""
+    from mlpilot.platform.plan import Plan
+
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise PlanError(f"cannot read plan file {path}: {exc.strerror}") from None
+    plan = Plan.from_json(text)
+    load = plan.step("load_data")
+    if load is not None and data_path:
+        load.args["path"] = data_path
+    if profile is None and load is not None:
+        profile = profile_if_given(load.args.get("path"))
+        load.args["path"] = profile.path if profile else load.args.get("path")
+    validated = validate_plan(plan, registry, profile, check_files=False)
+    return PlanResult(
+        plan=validated.plan, planner="file", task=validated.task, notes=validated.notes
+    ), profile

@@ -14,7 +14,7 @@ def predict_file(model_uri: str, data_path: str, out: str | None) -> tuple[str, 
 
     from mlpilot.platform.config import get_settings
     from mlpilot.platform.ml.io import read_table
-    from mlpilot.tracking.mlflow_store import configure_http_timeouts, check_reachable
+    from mlpilot.tracking.mlflow_store import check_reachable, configure_http_timeouts
 
     settings = get_settings()
     configure_http_timeouts()
@@ -29,10 +29,17 @@ def predict_file(model_uri: str, data_path: str, out: str | None) -> tuple[str, 
     try:
         model = mlflow.pyfunc.load_model(model_uri)
     except MlflowException as exc:
-        raise MlpilotError(f"cannot load model {model_uri}: {str(exc).splitlines()[0][:200]}", hint="check the URI with mlpilot models list") from None
+        raise MlpilotError(
+            f"cannot load model {model_uri}: {str(exc).splitlines()[0][:200]}",
+            hint="check the URI with mlpilot models list",
+        ) from None
     predictions = model.predict(frame)
     result = frame.copy()
-    result["prediction"] = predictions.iloc[:, 0].to_numpy() if isinstance(predictions, pd.DataFrame) else np.asarray(predictions).ravel()
+    result["prediction"] = (
+        predictions.iloc[:, 0].to_numpy()
+        if isinstance(predictions, pd.DataFrame)
+        else np.asarray(predictions).ravel()
+    )
     if out:
         Path(out).parent.mkdir(parents=True, exist_ok=True)
         result.to_csv(out, index=False)

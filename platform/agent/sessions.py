@@ -6,7 +6,16 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-CONTEXT_KEYS = ("data_path", "target", "task", "last_run", "best_run", "last_plan", "experiment", "metric")
+CONTEXT_KEYS = (
+    "data_path",
+    "target",
+    "task",
+    "last_run",
+    "best_run",
+    "last_plan",
+    "experiment",
+    "metric",
+)
 
 
 @dataclass
@@ -21,13 +30,19 @@ class Session:
 
     @classmethod
     def from_doc(cls, doc: dict[str, Any]) -> Session:
-        return cls(id=doc["_id"], messages=list(doc.get("messages", [])), context=dict(doc.get("context", {})))
+        return cls(
+            id=doc["_id"],
+            messages=list(doc.get("messages", [])),
+            context=dict(doc.get("context", {})),
+        )
 
     def add(self, role: str, content: str, run_id: str | None = None) -> None:
         self.messages.append({"role": role, "content": content, "run_id": run_id})
 
     def remember(self, **values: Any) -> None:
-        self.context.update({k: v for k, v in values.items() if k in CONTEXT_KEYS and v is not None})
+        self.context.update(
+            {k: v for k, v in values.items() if k in CONTEXT_KEYS and v is not None}
+        )
 
 
 def load_session(store: Any, session_id: str | None) -> Session:
@@ -38,7 +53,9 @@ def load_session(store: Any, session_id: str | None) -> Session:
 
     doc = store.get_session(session_id)
     if doc is None:
-        raise MlpilotError(f"no session {session_id!r}", hint="start one with mlpilot chat, or omit --session")
+        raise MlpilotError(
+            f"no session {session_id!r}", hint="start one with mlpilot chat, or omit --session"
+        )
     return Session.from_doc(doc)
 
 

@@ -52,7 +52,9 @@ class WorkflowTemplate:
             args = {k: _fill(v, values) for k, v in raw.get("args", {}).items()}
             if raw["tool"] == "load_data":
                 if data_path is None:
-                    raise PlanError(f"template {self.name!r} loads data", hint="pass the data file with --data")
+                    raise PlanError(
+                        f"template {self.name!r} loads data", hint="pass the data file with --data"
+                    )
                 args["path"] = data_path
                 args["target"] = target if target is not None else args.get("target")
                 if task:
@@ -89,7 +91,10 @@ class TemplateCatalog:
         try:
             return self._by_name[name]
         except KeyError:
-            raise PlanError(f"no workflow template named {name!r}", hint=f"choose one of: {', '.join(self.names())}") from None
+            raise PlanError(
+                f"no workflow template named {name!r}",
+                hint=f"choose one of: {', '.join(self.names())}",
+            ) from None
 
 
 @lru_cache(maxsize=1)

@@ -25,7 +25,9 @@ def _signature(schema: dict) -> str:
 @tools_app.command("list")
 @handle_errors
 def list_tools(
-    plugins: Annotated[list[str] | None, typer.Option("--plugins", help="Also load tools from this module.")] = None,
+    plugins: Annotated[
+        list[str] | None, typer.Option("--plugins", help="Also load tools from this module.")
+    ] = None,
     json_out: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Name, kind and arguments of every tool."""
@@ -33,7 +35,17 @@ def list_tools(
 
     registry = default_registry(plugins or ())
     if json_out:
-        print_json([{"name": t.name, "kind": t.kind, "description": t.description, "parameters": t.parameters} for t in registry])
+        print_json(
+            [
+                {
+                    "name": t.name,
+                    "kind": t.kind,
+                    "description": t.description,
+                    "parameters": t.parameters,
+                }
+                for t in registry
+            ]
+        )
         return
     from rich.table import Table
 
@@ -51,7 +63,12 @@ def list_templates(json_out: Annotated[bool, typer.Option("--json")] = False) ->
 
     catalog = builtin_templates()
     if json_out:
-        print_json([{"name": t.name, "description": t.description, "params": t.params, "steps": t.steps} for t in catalog])
+        print_json(
+            [
+                {"name": t.name, "description": t.description, "params": t.params, "steps": t.steps}
+                for t in catalog
+            ]
+        )
         return
     from rich.table import Table
 

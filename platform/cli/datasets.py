@@ -15,7 +15,9 @@ app = typer.Typer(help="Generate sample data sets (no downloads).", no_args_is_h
 @handle_errors
 def sales(
     rows: Annotated[int, typer.Option("--rows", "-n", min=1, help="Number of rows.")] = 10_000,
-    out: Annotated[str, typer.Option("--out", "-o", help="Output file (.csv, .parquet or .jsonl).")] = "sales.csv",
+    out: Annotated[
+        str, typer.Option("--out", "-o", help="Output file (.csv, .parquet or .jsonl).")
+    ] = "sales.csv",
     seed: Annotated[int, typer.Option("--seed", help="Random seed.")] = 7,
 ) -> None:
     """A retail sales table whose true drivers are known (see the module docstring)."""
@@ -23,5 +25,6 @@ def sales(
 
     path = write_table(make_sales(rows, seed), out)
     console(stderr=True).print(
-        f"wrote {rows} rows to {path} (target: sales; true drivers: {', '.join(SALES_TRUE_DRIVERS)})", markup=False
+        f"wrote {rows} rows to {path} (target: sales; true drivers: {', '.join(SALES_TRUE_DRIVERS)})",
+        markup=False,
     )

@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from mlpilot.platform.cli import catalog, datasets
-from mlpilot.platform.cli._output import console, handle_errors, parse_params, print_json
+from mlpilot.platform.cli._output import console, fail, handle_errors, parse_params, print_json
 
 app = typer.Typer(
     name="mlpilot",
@@ -22,11 +22,21 @@ app.add_typer(catalog.tools_app, name="tools")
 app.add_typer(catalog.templates_app, name="templates")
 
 Prompt = Annotated[str, typer.Argument(help="What to do, in plain English or Chinese.")]
-DataOpt = Annotated[str | None, typer.Option("--data", "-d", help="Data file (CSV, Parquet, JSON lines).")]
+DataOpt = Annotated[
+    str | None, typer.Option("--data", "-d", help="Data file (CSV, Parquet, JSON lines).")
+]
 TargetOpt = Annotated[str | None, typer.Option("--target", "-t", help="Column to predict.")]
-TemplateOpt = Annotated[str | None, typer.Option("--template", help="Use a workflow template instead of planning.")]
-ParamOpt = Annotated[list[str] | None, typer.Option("--param", "-p", help="Template parameter key=value (repeatable).")]
-PluginsOpt = Annotated[list[str] | None, typer.Option("--plugins", help="Module with extra @tool definitions (repeatable).")]
+TemplateOpt = Annotated[
+    str | None, typer.Option("--template", help="Use a workflow template instead of planning.")
+]
+ParamOpt = Annotated[
+    list[str] | None,
+    typer.Option("--param", "-p", help="Template parameter key=value (repeatable)."),
+]
+PluginsOpt = Annotated[
+    list[str] | None,
+    typer.Option("--plugins", help="Module with extra @tool definitions (repeatable)."),
+]
 SessionOpt = Annotated[str | None, typer.Option("--session", help="Continue this session.")]
 
 
@@ -68,7 +78,9 @@ def plan(
         print_json(result.plan.to_dict())
         return
     out = console()
-    out.print(f"[bold]Plan[/bold] (planner: {result.planner}, template: {result.plan.template}, engine: {result.plan.engine})")
+    out.print(
+        f"[bold]Plan[/bold] (planner: {result.planner}, template: {result.plan.template}, engine: {result.plan.engine})"
+    )
     for i, step in enumerate(result.plan.steps, 1):
         args = ", ".join(f"{k}={v!r}" for k, v in step.args.items())
         out.print(f"  {i}. {step.tool}({args})", markup=False)
@@ -84,12 +96,21 @@ def run(
     prompt: Prompt = "",
     data: DataOpt = None,
     target: TargetOpt = None,
-    engine: Annotated[str | None, typer.Option("--engine", "-e", help="auto, cpu, gpu or compare (overrides the plan).")] = None,
-    experiment: Annotated[str | None, typer.Option("--experiment", help="MLflow experiment (default: mlpilot).")] = None,
+    engine: Annotated[
+        str | None,
+        typer.Option("--engine", "-e", help="auto, cpu, gpu or compare (overrides the plan)."),
+    ] = None,
+    experiment: Annotated[
+        str | None, typer.Option("--experiment", help="MLflow experiment (default: mlpilot).")
+    ] = None,
     template: TemplateOpt = None,
     param: ParamOpt = None,
     plugins: PluginsOpt = None,
     session: SessionOpt = None,
+    plan_file: Annotated[
+        str | None,
+        typer.Option("--plan", help="Run this plan (JSON, as printed by mlpilot plan --json)."),
+    ] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print the outcome as JSON.")] = False,
 ) -> None:
     """Plan, generate and run a tracked experiment."""
@@ -106,6 +127,7 @@ def run(
         template_params=parse_params(param),
         plugins=tuple(plugins or ()),
         session_id=session,
+        plan_file=plan_file,
     )
     progress = ConsoleProgress(quiet=json_out)
     outcome = run_request(request, progress=progress)
@@ -114,15 +136,20 @@ def run(
     else:
         print_outcome(outcome)
     if outcome.status not in ("SUCCEEDED", "ANSWERED"):
-        raise typer.Exit(1)
+        message = (outcome.error or {}).get("message") or f"the run ended {outcome.status}"
+        fail(" ".join(str(message).split()), 130 if outcome.status == "CANCELLED" else 1)
 
 
 @app.command()
 @handle_errors
 def predict(
-    model: Annotated[str, typer.Option("--model", "-m", help="MLflow model URI, e.g. models:/NAME@champion.")],
+    model: Annotated[
+        str, typer.Option("--model", "-m", help="MLflow model URI, e.g. models:/NAME@champion.")
+    ],
     data: Annotated[str, typer.Option("--data", "-d", help="File with rows to predict.")],
-    out: Annotated[str | None, typer.Option("--out", "-o", help="Output file (default: print CSV to stdout).")] = None,
+    out: Annotated[
+        str | None, typer.Option("--out", "-o", help="Output file (default: print CSV to stdout).")
+    ] = None,
 ) -> None:
     """Predict raw rows with a logged or registered model."""
     from mlpilot.platform.agent.predicting import predict_file

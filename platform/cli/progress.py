@@ -31,7 +31,9 @@ class ConsoleProgress:
         if self.quiet:
             return
         style = {"SUCCEEDED": "green", "FAILED": "red", "CANCELLED": "yellow"}.get(state, "cyan")
-        self.out.print(f"[{style}]● {state}[/{style}]" + (f"  {_escape(message)}" if message else ""))
+        self.out.print(
+            f"[{style}]● {state}[/{style}]" + (f"  {_escape(message)}" if message else "")
+        )
 
     def event(self, event: dict[str, Any]) -> None:
         if self.quiet:
@@ -42,7 +44,9 @@ class ConsoleProgress:
             self.out.print(f"  … {_STAGE_LABELS.get(stage, stage)}")
         elif kind == "stage_end":
             self._stop_bar()
-            self.out.print(f"  ✓ {_STAGE_LABELS.get(event.get('stage', ''), event.get('stage'))} ({event.get('seconds', 0):.2f} s)")
+            self.out.print(
+                f"  ✓ {_STAGE_LABELS.get(event.get('stage', ''), event.get('stage'))} ({event.get('seconds', 0):.2f} s)"
+            )
         elif kind in ("note", "progress"):
             self.out.print(f"    {_escape(str(event.get('message', '')))}")
         elif kind == "trial":
@@ -52,15 +56,33 @@ class ConsoleProgress:
             self.out.print(f"  [red]✗ {_escape(str(event.get('message', '')))}[/red]")
 
     def _trial(self, event: dict[str, Any]) -> None:
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+        )
 
         total = event.get("total")
         if self.bar is None:
-            self.bar = Progress(TextColumn("    trials"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=self.out, transient=False)
+            self.bar = Progress(
+                TextColumn("    trials"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TextColumn("{task.description}"),
+                TimeElapsedColumn(),
+                console=self.out,
+                transient=False,
+            )
             self.bar.start()
             self.task = self.bar.add_task("", total=total)
         best = event.get("best")
-        self.bar.update(self.task, advance=1, description=f"best {best:.5g}" if isinstance(best, (int, float)) else "")
+        self.bar.update(
+            self.task,
+            advance=1,
+            description=f"best {best:.5g}" if isinstance(best, (int, float)) else "",
+        )
 
     def _stop_bar(self) -> None:
         if self.bar is not None:
@@ -82,24 +104,34 @@ def print_outcome(outcome: Any) -> None:
         print_json(outcome.answer)
         return
     if outcome.error:
-        out.print(f"[red]Run {outcome.status}[/red]: {_escape(outcome.error.get('message', ''))}")
+        out.print(f"[red]Run {outcome.status}[/red] at {outcome.error.get('stage') or 'start'}")
     else:
         out.print(f"[green]Run {outcome.status}[/green]")
     main = outcome.main_metric
-    keys = [k for k in outcome.metrics if k.startswith(("test_", "cv_", "hpo_best")) and not k.endswith("_std")]
+    keys = [
+        k
+        for k in outcome.metrics
+        if k.startswith(("test_", "cv_", "hpo_best")) and not k.endswith("_std")
+    ]
     if main:
         keys.sort(key=lambda k: (main not in k, k))
     for key in keys[:8]:
         out.print(f"  {key:<28} {outcome.metrics[key]:.5g}")
     if outcome.importance:
-        out.print("  top features: " + ", ".join(_escape(str(i["feature"])) for i in outcome.importance[:5]))
+        out.print(
+            "  top features: "
+            + ", ".join(_escape(str(i["feature"])) for i in outcome.importance[:5])
+        )
     if "total" in outcome.timings:
         out.print(f"  total time                   {outcome.timings['total']:.1f} s")
     for note in outcome.notes:
         out.print(f"  note: {_escape(note)}")
     if outcome.registered:
         r = outcome.registered
-        out.print(f"  registered: {r['name']} version {r['version']}" + (f" @{r['alias']}" if r.get("alias") else ""))
+        out.print(
+            f"  registered: {r['name']} version {r['version']}"
+            + (f" @{r['alias']}" if r.get("alias") else "")
+        )
     if outcome.predictions:
         out.print(f"  predictions: {outcome.predictions['path']}")
     if outcome.run_id:
@@ -111,4 +143,6 @@ def print_outcome(outcome: Any) -> None:
         out.print(f"  pipeline:     {outcome.pipeline_path}")
     if outcome.model_uri:
         out.print(f"  model:        {outcome.model_uri}")
-    out.print(f"  session:      {outcome.session_id} (continue with --session {outcome.session_id})")
+    out.print(
+        f"  session:      {outcome.session_id} (continue with --session {outcome.session_id})"
+    )

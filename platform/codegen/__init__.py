@@ -59,7 +59,7 @@ def _environment() -> Any:
 
     env = jinja2.Environment(
         loader=jinja2.PackageLoader("mlpilot.platform.codegen", "templates"),
-        autoescape=False,  # noqa: S701 - the output is Python, and every value goes through |literal
+        autoescape=False,
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,
         lstrip_blocks=True,
@@ -72,7 +72,11 @@ def _environment() -> Any:
 
 def _split_runtime(runtime: str) -> tuple[str, str]:
     module, _, function = runtime.partition(":")
-    if not function or not all(part.isidentifier() for part in module.split(".")) or not function.isidentifier():
+    if (
+        not function
+        or not all(part.isidentifier() for part in module.split("."))
+        or not function.isidentifier()
+    ):
         raise PlanError(f"tool runtime {runtime!r} must look like 'package.module:function'")
     return module, function
 
@@ -116,18 +120,29 @@ def render_pipeline(
             taken = set(aliases.values())
             alias = function if function not in taken else f"{function}_{len(taken)}"
             aliases[key] = alias
-            imports.setdefault(module, []).append(function if alias == function else f"{function} as {alias}")
-        args = ", ".join(f"{name}={literal(value)}" for name, value in step.args.items() if name.isidentifier())
+            imports.setdefault(module, []).append(
+                function if alias == function else f"{function} as {alias}"
+            )
+        args = ", ".join(
+            f"{name}={literal(value)}" for name, value in step.args.items() if name.isidentifier()
+        )
         calls.append(f"{aliases[key]}(run{', ' + args if args else ''})")
-    import_lines = [f"from {module} import {', '.join(sorted(names))}" for module, names in sorted(imports.items())]
-    source = _environment().get_template("pipeline.py.j2").render(
-        version=version,
-        imports=import_lines,
-        calls=calls,
-        prompt=prompt,
-        data=data_path,
-        seed=seed,
-        plan=plan.to_dict(),
+    import_lines = [
+        f"from {module} import {', '.join(sorted(names))}"
+        for module, names in sorted(imports.items())
+    ]
+    source = (
+        _environment()
+        .get_template("pipeline.py.j2")
+        .render(
+            version=version,
+            imports=import_lines,
+            calls=calls,
+            prompt=prompt,
+            data=data_path,
+            seed=seed,
+            plan=plan.to_dict(),
+        )
     )
     verify_script(source, allowed_calls=set(aliases.values()))
     return source
@@ -146,4 +161,6 @@ def verify_script(source: str, allowed_calls: set[str]) -> None:
         if isinstance(node, ast.Call):
             name = ast.unparse(node.func)
             if name not in allowed_calls and name not in _FRAME_CALLS:
-                raise PlanError(f"generated pipeline would call {name!r}, which is not a planned step")
+                raise PlanError(
+                    f"generated pipeline would call {name!r}, which is not a planned step"
+                )

@@ -47,7 +47,9 @@ class LegResult:
 
     @property
     def ok(self) -> bool:
-        return self.child.ok and self.result is not None and self.result.get("status") == "succeeded"
+        return (
+            self.child.ok and self.result is not None and self.result.get("status") == "succeeded"
+        )
 
     def failure(self) -> dict[str, Any]:
         """``{type, message, stage}`` describing why this leg failed."""
@@ -55,13 +57,25 @@ class LegResult:
             return dict(self.result["error"])
         child = self.child
         if child.timed_out:
-            return {"type": "Timeout", "message": f"the pipeline ran past its {child.duration_s:.0f} s limit and was killed", "stage": "running"}
+            return {
+                "type": "Timeout",
+                "message": f"the pipeline ran past its {child.duration_s:.0f} s limit and was killed",
+                "stage": "running",
+            }
         if child.cancelled:
             return {"type": "Cancelled", "message": "the run was cancelled", "stage": "running"}
         tail = _tail(child.stderr_path)
-        how = f"was killed by {child.signal_name}" if child.signal_name else f"exited with status {child.returncode}"
+        how = (
+            f"was killed by {child.signal_name}"
+            if child.signal_name
+            else f"exited with status {child.returncode}"
+        )
         detail = f": {tail}" if tail else ""
-        return {"type": "ChildProcessError", "message": f"the pipeline process {how} without a result{detail}", "stage": "running"}
+        return {
+            "type": "ChildProcessError",
+            "message": f"the pipeline process {how} without a result{detail}",
+            "stage": "running",
+        }
 
 
 def _tail(path: Path | None, lines: int = 1) -> str:
@@ -97,7 +111,9 @@ class EventTail:
 class Executor:
     """Runs one pipeline leg in a contained child process."""
 
-    def __init__(self, settings: Settings, limits: Limits | None = None, python: str = sys.executable) -> None:
+    def __init__(
+        self, settings: Settings, limits: Limits | None = None, python: str = sys.executable
+    ) -> None:
         self.settings = settings
         self.limits = limits or Limits(timeout_s=settings.run_timeout_s)
         self.python = python

@@ -59,7 +59,9 @@ def cuda_device_status() -> GpuStatus:
     device = ctypes.c_int(0)
     if driver.cuDeviceGet(ctypes.byref(device), 0) == 0:
         driver.cuDeviceGetName(name, 100, device)
-    return GpuStatus(True, "CUDA device available", count.value, name.value.decode(errors="replace"))
+    return GpuStatus(
+        True, "CUDA device available", count.value, name.value.decode(errors="replace")
+    )
 
 
 @lru_cache(maxsize=1)
@@ -72,23 +74,36 @@ def gpu_libraries_status(python: str = sys.executable) -> tuple[bool, str]:
         return False, f"checking cudf/cuml failed: {exc}"
     if done.returncode != 0:
         last = (done.stderr.strip().splitlines() or ["import failed"])[-1]
-        return False, f"cudf/cuml do not import ({last[:160]}); install the gpu extra: pip install 'mlpilot[gpu]'"
+        return (
+            False,
+            f"cudf/cuml do not import ({last[:160]}); install the gpu extra: pip install 'mlpilot[gpu]'",
+        )
     return True, f"cudf/cuml {done.stdout.strip()}"
 
 
-def resolve_engine(requested: str, *, device: GpuStatus | None = None, libraries: tuple[bool, str] | None = None) -> EngineChoice:
+def resolve_engine(
+    requested: str, *, device: GpuStatus | None = None, libraries: tuple[bool, str] | None = None
+) -> EngineChoice:
     """Turn the requested engine into the one that will run, with the reason."""
     if requested == "cpu":
         return EngineChoice("cpu", "cpu", "requested")
     if requested == "compare":
-        return EngineChoice("compare", "compare", "both legs requested; a GPU leg that cannot run is reported")
+        return EngineChoice(
+            "compare", "compare", "both legs requested; a GPU leg that cannot run is reported"
+        )
     device = device or cuda_device_status()
     if requested == "gpu":
         if not device.usable:
-            raise ExecutionError(f"engine gpu requested, but {device.reason}", hint="use --engine cpu or auto")
+            raise ExecutionError(
+                f"engine gpu requested, but {device.reason}", hint="use --engine cpu or auto"
+            )
         ok, why = libraries or gpu_libraries_status()
         if not ok:
-            raise MissingExtraError("cudf-cu12", "gpu", "engine gpu") if "install" in why else ExecutionError(why)
+            raise (
+                MissingExtraError("cudf-cu12", "gpu", "engine gpu")
+                if "install" in why
+                else ExecutionError(why)
+            )
         return EngineChoice("gpu", "gpu", f"requested; {device.name or 'GPU'} ({why})")
     if requested != "auto":
         raise ExecutionError(f"unknown engine {requested!r}", hint="use auto, cpu, gpu or compare")
@@ -100,7 +115,9 @@ def resolve_engine(requested: str, *, device: GpuStatus | None = None, libraries
     return EngineChoice("auto", "gpu", f"auto: {device.name or 'GPU'} and {why}")
 
 
-def engine_command(engine: str, script: str, args: list[str], python: str = sys.executable) -> list[str]:
+def engine_command(
+    engine: str, script: str, args: list[str], python: str = sys.executable
+) -> list[str]:
     """The exact command line for one leg: cpu runs the script, gpu runs it under cudf.pandas + cuml.accel."""
     if engine == "cpu":
         return [python, script, *args]

@@ -8,6 +8,7 @@ that kills the whole group.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import resource
 import signal
@@ -21,19 +22,50 @@ from pathlib import Path
 #: variables passed through from the parent environment when set
 ENV_ALLOW = frozenset(
     {
-        "PATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "TZ", "TMPDIR", "TERM",
-        "PYTHONPATH", "PYTHONHASHSEED", "VIRTUAL_ENV", "LD_LIBRARY_PATH",
-        "OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMEXPR_MAX_THREADS",
-        "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "CUDA_HOME", "CUDA_PATH",
+        "PATH",
+        "HOME",
+        "USER",
+        "LOGNAME",
+        "LANG",
+        "LANGUAGE",
+        "TZ",
+        "TMPDIR",
+        "TERM",
+        "PYTHONPATH",
+        "PYTHONHASHSEED",
+        "VIRTUAL_ENV",
+        "LD_LIBRARY_PATH",
+        "OMP_NUM_THREADS",
+        "MKL_NUM_THREADS",
+        "OPENBLAS_NUM_THREADS",
+        "NUMEXPR_MAX_THREADS",
+        "CUDA_VISIBLE_DEVICES",
+        "NVIDIA_VISIBLE_DEVICES",
+        "CUDA_HOME",
+        "CUDA_PATH",
         # MLflow logging and its artifact stores
-        "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_DEFAULT_REGION",
-        "AZURE_STORAGE_CONNECTION_STRING", "AZURE_STORAGE_ACCESS_KEY", "GOOGLE_APPLICATION_CREDENTIALS",
-        "REQUESTS_CA_BUNDLE", "SSL_CERT_FILE",
+        "AWS_ACCESS_KEY_ID",
+        "AWS_SECRET_ACCESS_KEY",
+        "AWS_SESSION_TOKEN",
+        "AWS_DEFAULT_REGION",
+        "AZURE_STORAGE_CONNECTION_STRING",
+        "AZURE_STORAGE_ACCESS_KEY",
+        "GOOGLE_APPLICATION_CREDENTIALS",
+        "REQUESTS_CA_BUNDLE",
+        "SSL_CERT_FILE",
     }
 )
 ENV_ALLOW_PREFIXES = ("LC_", "MLFLOW_")
 #: never passed, whatever the allow-list says
-ENV_DENY = frozenset({"NVIDIA_API_KEY", "OPENAI_API_KEY", "MLPILOT_MONGO_URI", "MLPILOT_DASH_PASSWORD", "MLPILOT_DASH_USER"})
+ENV_DENY = frozenset(
+    {
+        "NVIDIA_API_KEY",
+        "OPENAI_API_KEY",
+        "MLPILOT_MONGO_URI",
+        "MLPILOT_DASH_PASSWORD",
+        "MLPILOT_DASH_USER",
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -61,7 +93,9 @@ class ChildResult:
         return self.returncode == 0 and not self.timed_out and not self.cancelled
 
 
-def scrubbed_env(extra: Mapping[str, str], source: Mapping[str, str] | None = None) -> dict[str, str]:
+def scrubbed_env(
+    extra: Mapping[str, str], source: Mapping[str, str] | None = None
+) -> dict[str, str]:
     """The allow-listed part of ``source`` (default: os.environ) plus ``extra``."""
     source = os.environ if source is None else source
     env = {
@@ -126,17 +160,23 @@ def run_child(
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         start_new_session=True,  # its own process group: a timeout kills every descendant
-        preexec_fn=_limit_child(limits),  # noqa: PLW1509 - no threads touch the child before exec
+        preexec_fn=_limit_child(limits),
     )
     cap = int(limits.output_mb * 1024 * 1024)
     truncated: list[str] = []
     readers = [
-        threading.Thread(target=_drain, args=(proc.stdout, stdout_path, cap, truncated, "stdout"), daemon=True),
-        threading.Thread(target=_drain, args=(proc.stderr, stderr_path, cap, truncated, "stderr"), daemon=True),
+        threading.Thread(
+            target=_drain, args=(proc.stdout, stdout_path, cap, truncated, "stdout"), daemon=True
+        ),
+        threading.Thread(
+            target=_drain, args=(proc.stderr, stderr_path, cap, truncated, "stderr"), daemon=True
+        ),
     ]
     for reader in readers:
         reader.start()
-    result = ChildResult(None, 0.0, stdout_path=stdout_path, stderr_path=stderr_path, truncated=truncated)
+    result = ChildResult(
+        None, 0.0, stdout_path=stdout_path, stderr_path=stderr_path, truncated=truncated
+    )
     try:
         while proc.poll() is None:
             if time.monotonic() - start > limits.timeout_s:
@@ -173,7 +213,5 @@ def _kill_group(proc: subprocess.Popen[bytes], grace_s: float = 5.0) -> None:
     try:
         proc.wait(timeout=grace_s)
     except subprocess.TimeoutExpired:
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass

@@ -33,4 +33,6 @@ def make_planner(settings: Settings, name: str | None = None) -> Planner:
         from mlpilot.platform.llm.openai_planner import OpenAIPlanner
 
         return OpenAIPlanner(settings)
-    raise SettingsError(f"unknown planner {choice!r}", hint=f"use one of: auto, {', '.join(PLANNERS)}")
+    raise SettingsError(
+        f"unknown planner {choice!r}", hint=f"use one of: auto, {', '.join(PLANNERS)}"
+    )

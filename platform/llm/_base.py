@@ -23,7 +23,9 @@ class PlanningRequest:
     profile: DataProfile | None = None
     data_path: str | None = None
     target: str | None = None  # --target: wins over anything in the prompt
-    context: dict[str, Any] = field(default_factory=dict)  # session: data, target, last_run, best_run, last_plan
+    context: dict[str, Any] = field(
+        default_factory=dict
+    )  # session: data, target, last_run, best_run, last_plan
     experiment: str = "mlpilot"
 
 

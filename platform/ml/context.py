@@ -39,12 +39,20 @@ def peak_memory_mb() -> float:
 
 def parse_args(argv: list[str] | None, default_data: str | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description="Run this mlpilot pipeline.")
-    parser.add_argument("--data", default=default_data, help="data file (default: the file planned on)")
+    parser.add_argument(
+        "--data", default=default_data, help="data file (default: the file planned on)"
+    )
     parser.add_argument("--no-track", action="store_true", help="log nothing to MLflow")
     parser.add_argument("--experiment", default=None, help="MLflow experiment for a standalone run")
-    parser.add_argument("--run-dir", default=None, help="folder for events.jsonl, result.json and outputs")
-    parser.add_argument("--engine", choices=("cpu", "gpu"), default=None, help="engine this process runs on")
-    parser.add_argument("--seed", type=int, default=None, help="random seed (default: the planned one)")
+    parser.add_argument(
+        "--run-dir", default=None, help="folder for events.jsonl, result.json and outputs"
+    )
+    parser.add_argument(
+        "--engine", choices=("cpu", "gpu"), default=None, help="engine this process runs on"
+    )
+    parser.add_argument(
+        "--seed", type=int, default=None, help="random seed (default: the planned one)"
+    )
     return parser.parse_args(argv)
 
 
@@ -159,7 +167,7 @@ class PipelineRun:
         if exc is None:
             try:
                 self._finish()
-            except BaseException as finish_exc:  # noqa: BLE001 - recorded as the run's failure
+            except BaseException as finish_exc:
                 exc = finish_exc
                 tb = finish_exc.__traceback__
         if exc is not None:
@@ -189,7 +197,11 @@ class PipelineRun:
         else:
             message = f"{type(exc).__name__}: {exc}"
             traceback.print_exception(type(exc), exc, tb, file=sys.stderr)
-        self.result["error"] = {"type": type(exc).__name__, "message": message, "stage": self.current_stage}
+        self.result["error"] = {
+            "type": type(exc).__name__,
+            "message": message,
+            "stage": self.current_stage,
+        }
         self.timings.setdefault("total", round(time.perf_counter() - self._started, 4))
         self.event("pipeline_failed", stage=self.current_stage, message=message)
         print(f"error: {message}", file=sys.stderr)
@@ -213,7 +225,9 @@ class PipelineRun:
         }
         path = self.run_dir / RESULT_FILE
         tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(payload, indent=2, default=str, ensure_ascii=False), encoding="utf-8")
+        tmp.write_text(
+            json.dumps(payload, indent=2, default=str, ensure_ascii=False), encoding="utf-8"
+        )
         tmp.replace(path)
 
 
@@ -223,7 +237,12 @@ def _open_logger(args: argparse.Namespace, plan: dict[str, Any]) -> tuple[Any, b
     if args.no_track:
         return NullRunLogger(), False
     from mlpilot.platform.config import get_settings
-    from mlpilot.tracking.mlflow_store import TAG_KIND, ensure_experiment, make_client, mlpilot_version
+    from mlpilot.tracking.mlflow_store import (
+        TAG_KIND,
+        ensure_experiment,
+        make_client,
+        mlpilot_version,
+    )
     from mlpilot.tracking.run_logger import MlflowRunLogger
 
     settings = get_settings()
@@ -231,10 +250,16 @@ def _open_logger(args: argparse.Namespace, plan: dict[str, Any]) -> tuple[Any, b
     run_id = os.environ.get("MLFLOW_RUN_ID")
     if run_id:
         return MlflowRunLogger(client, run_id), False
-    experiment_id = ensure_experiment(client, args.experiment or settings.experiment, settings.artifact_root)
+    experiment_id = ensure_experiment(
+        client, args.experiment or settings.experiment, settings.artifact_root
+    )
     run = client.create_run(
         experiment_id,
-        tags={TAG_KIND: "pipeline", "mlpilot.source": "pipeline.py", "mlpilot.version": mlpilot_version()},
+        tags={
+            TAG_KIND: "pipeline",
+            "mlpilot.source": "pipeline.py",
+            "mlpilot.version": mlpilot_version(),
+        },
     )
     logger = MlflowRunLogger(client, run.info.run_id, experiment_id)
     logger.log_dict(plan, "plan.json")

@@ -85,7 +85,10 @@ def parse_numbers(series: pd.Series) -> pd.Series:
         return series.astype("float64")
     text = _as_text(series)
     cleaned = text.str.replace(r"[\s$€£¥%]", "", regex=True)
-    cleaned = cleaned.where(~cleaned.str.fullmatch(r"[-+]?\d{1,3}(,\d{3})+(\.\d+)?", na=False), cleaned.str.replace(",", "", regex=False))
+    cleaned = cleaned.where(
+        ~cleaned.str.fullmatch(r"[-+]?\d{1,3}(,\d{3})+(\.\d+)?", na=False),
+        cleaned.str.replace(",", "", regex=False),
+    )
     return pd.to_numeric(cleaned, errors="coerce").astype("float64")
 
 
@@ -139,7 +142,9 @@ def detect_date_formats(series: pd.Series) -> list[str]:
         for fmt in DATE_FORMATS:
             if fmt in chosen:
                 continue
-            hits = pd.to_datetime(sample[remaining], format=fmt, errors="coerce", utc="%z" in fmt).notna()
+            hits = pd.to_datetime(
+                sample[remaining], format=fmt, errors="coerce", utc="%z" in fmt
+            ).notna()
             if int(hits.sum()) > best_hits:
                 best, best_hits = fmt, int(hits.sum())
         if best is None:
@@ -181,8 +186,12 @@ def detect_column(name: str, series: pd.Series) -> ColumnSpec:
     mean_length = float(text.str.len().mean())
     if unique == n and n >= 20:
         if mean_length > 40 or text.str.contains(r"\s\S+\s", regex=True).mean() > 0.5:
-            return ColumnSpec(name, "text", note="free text, different in every row: not used as a feature")
-        return ColumnSpec(name, "identifier", note="unique per row (an identifier): not used as a feature")
+            return ColumnSpec(
+                name, "text", note="free text, different in every row: not used as a feature"
+            )
+        return ColumnSpec(
+            name, "identifier", note="unique per row (an identifier): not used as a feature"
+        )
     if mean_length > 60 and unique > 0.5 * n:
         return ColumnSpec(name, "text", note="long free text: not used as a feature")
     return ColumnSpec(name, "categorical")
@@ -198,9 +207,13 @@ def _numeric_kind(name: str, values: pd.Series, unique: int, total: int) -> Colu
     if integral and unique == len(values) == total and len(values) >= 20:
         span = float(as_float.max() - as_float.min() + 1)
         if _ID_NAME.search(name) or span == len(values):
-            return ColumnSpec(name, "identifier", note="unique per row (an identifier): not used as a feature")
+            return ColumnSpec(
+                name, "identifier", note="unique per row (an identifier): not used as a feature"
+            )
     if integral and _ID_NAME.search(name) and unique > 0.5 * len(values) and len(values) >= 20:
-        return ColumnSpec(name, "identifier", note="an identifier (by name and values): not used as a feature")
+        return ColumnSpec(
+            name, "identifier", note="an identifier (by name and values): not used as a feature"
+        )
     return ColumnSpec(name, "integer" if integral else "numeric")
 
 

@@ -23,7 +23,9 @@ INDICATOR_MIN_MISSING = 0.01
 
 @dataclass
 class CleaningPlan:
-    impute: dict[str, str] = field(default_factory=dict)  # column → mean/median/most_frequent/missing_category
+    impute: dict[str, str] = field(
+        default_factory=dict
+    )  # column → mean/median/most_frequent/missing_category
     indicators: list[str] = field(default_factory=list)
     dropped: dict[str, str] = field(default_factory=dict)  # column → reason
     decisions: list[dict[str, Any]] = field(default_factory=list)
@@ -69,11 +71,19 @@ def plan_cleaning(
         missing = float(col.isna().mean())
         if missing > NEAR_EMPTY:
             plan.dropped[spec.name] = f"{missing:.0%} missing"
-            plan.decisions.append({"column": spec.name, "action": "drop", "reason": f"{missing:.0%} of values missing"})
+            plan.decisions.append(
+                {
+                    "column": spec.name,
+                    "action": "drop",
+                    "reason": f"{missing:.0%} of values missing",
+                }
+            )
             continue
         if spec.kind == "categorical":
             how = "most_frequent" if strategy == "mode" or missing < 0.05 else "missing_category"
-            reason = "mode (few missing)" if how == "most_frequent" else "explicit 'missing' category"
+            reason = (
+                "mode (few missing)" if how == "most_frequent" else "explicit 'missing' category"
+            )
         elif spec.kind == "datetime":
             how, reason = "median", "median date"
         elif spec.kind == "boolean":
@@ -89,8 +99,17 @@ def plan_cleaning(
             reason = f"{'skewed' if how == 'median' else 'roughly symmetric'} (skew {skew:.2f})"
         plan.impute[spec.name] = how
         if missing > 0:
-            decision = {"column": spec.name, "action": f"fill with {how.replace('_', ' ')}", "reason": reason, "missing": round(missing, 4)}
-            if indicators and missing >= INDICATOR_MIN_MISSING and _missingness_informative(col, y, task):
+            decision = {
+                "column": spec.name,
+                "action": f"fill with {how.replace('_', ' ')}",
+                "reason": reason,
+                "missing": round(missing, 4),
+            }
+            if (
+                indicators
+                and missing >= INDICATOR_MIN_MISSING
+                and _missingness_informative(col, y, task)
+            ):
                 plan.indicators.append(spec.name)
                 decision["indicator"] = True
             plan.decisions.append(decision)
@@ -128,34 +147,58 @@ def plan_features(
 ) -> FeaturePlan:
     """Decide how each column becomes model features."""
     dropped = dropped or set()
-    plan = FeaturePlan(engineered=engineered, datetime=datetime and engineered, target_encoding=target_encoding and engineered)
+    plan = FeaturePlan(
+        engineered=engineered,
+        datetime=datetime and engineered,
+        target_encoding=target_encoding and engineered,
+    )
     for spec in specs:
         if spec.name in dropped or spec.name not in X.columns:
             continue
         if spec.kind == "datetime":
             plan.dates.append(spec.name)
-            how = "year, month, day, day of week, quarter, weekend" if plan.datetime else "days since 1970"
+            how = (
+                "year, month, day, day of week, quarter, weekend"
+                if plan.datetime
+                else "days since 1970"
+            )
             plan.decisions.append({"column": spec.name, "action": how})
         elif spec.kind == "categorical":
             unique = int(X[spec.name].nunique())
             if unique <= LOW_CARDINALITY:
                 plan.one_hot.append(spec.name)
-                plan.decisions.append({"column": spec.name, "action": "one-hot", "categories": unique})
+                plan.decisions.append(
+                    {"column": spec.name, "action": "one-hot", "categories": unique}
+                )
             elif plan.target_encoding:
                 plan.target_encoded.append(spec.name)
-                plan.decisions.append({"column": spec.name, "action": "target encoding (cross-fitted)", "categories": unique})
+                plan.decisions.append(
+                    {
+                        "column": spec.name,
+                        "action": "target encoding (cross-fitted)",
+                        "categories": unique,
+                    }
+                )
             else:
                 plan.ordinal.append(spec.name)
-                plan.decisions.append({"column": spec.name, "action": "ordinal codes", "categories": unique})
+                plan.decisions.append(
+                    {"column": spec.name, "action": "ordinal codes", "categories": unique}
+                )
     if interactions and engineered:
         plan.interactions = choose_interactions(X, y, specs, task, max_interactions, dropped, seed)
         for a, b in plan.interactions:
-            plan.decisions.append({"column": f"{a}*{b}", "action": "interaction kept (adds signal on training data)"})
+            plan.decisions.append(
+                {"column": f"{a}*{b}", "action": "interaction kept (adds signal on training data)"}
+            )
     return plan
 
 
 def numeric_columns(specs: list[ColumnSpec], dropped: set[str]) -> list[str]:
-    return [s.name for s in specs if s.kind in ("numeric", "integer", "boolean") and s.name not in dropped]
+    return [
+        s.name
+        for s in specs
+        if s.kind in ("numeric", "integer", "boolean") and s.name not in dropped
+    ]
 
 
 def choose_interactions(
@@ -179,7 +222,9 @@ def choose_interactions(
     kept = []
     for i, a in enumerate(top):
         for b in top[i + 1 :]:
-            gain = _abs_corr((filled[a] * filled[b]).to_numpy(), target) - max(strength[a], strength[b])
+            gain = _abs_corr((filled[a] * filled[b]).to_numpy(), target) - max(
+                strength[a], strength[b]
+            )
             if gain > 0.01:
                 kept.append((gain, (a, b)))
     return [pair for _, pair in sorted(kept, reverse=True)[:limit]]
@@ -213,7 +258,7 @@ def build_preprocessor(
     from sklearn.compose import ColumnTransformer
     from sklearn.impute import MissingIndicator, SimpleImputer
     from sklearn.pipeline import make_pipeline
-    from sklearn.preprocessing import OneHotEncoder, OrdinalEncoder, StandardScaler, TargetEncoder
+    from sklearn.preprocessing import OneHotEncoder, OrdinalEncoder, StandardScaler
 
     from mlpilot.platform.ml.transformers import DateOrdinal, DatetimeFeatures, InteractionFeatures
 
@@ -241,12 +286,20 @@ def build_preprocessor(
 
     def cat_imputer(cols: list[str]) -> Any:
         if any(cleaning.impute.get(c) == "missing_category" for c in cols):
-            return SimpleImputer(strategy="constant", fill_value="__missing__", keep_empty_features=True)
+            return SimpleImputer(
+                strategy="constant", fill_value="__missing__", keep_empty_features=True
+            )
         return SimpleImputer(strategy="most_frequent", keep_empty_features=True)
 
     if features.one_hot:
         encoder = OneHotEncoder(handle_unknown="ignore", sparse_output=False, dtype=np.float32)
-        parts.append(("onehot", make_pipeline(cat_imputer(features.one_hot), encoder), list(features.one_hot)))
+        parts.append(
+            (
+                "onehot",
+                make_pipeline(cat_imputer(features.one_hot), encoder),
+                list(features.one_hot),
+            )
+        )
     if features.target_encoded:
         encoder = _target_encoder(task, seed)
         steps = [cat_imputer(features.target_encoded), encoder]
@@ -254,8 +307,16 @@ def build_preprocessor(
             steps.append(StandardScaler())
         parts.append(("target_enc", make_pipeline(*steps), list(features.target_encoded)))
     if features.ordinal:
-        encoder = OrdinalEncoder(handle_unknown="use_encoded_value", unknown_value=-1, encoded_missing_value=-1)
-        parts.append(("ordinal", make_pipeline(cat_imputer(features.ordinal), encoder), list(features.ordinal)))
+        encoder = OrdinalEncoder(
+            handle_unknown="use_encoded_value", unknown_value=-1, encoded_missing_value=-1
+        )
+        parts.append(
+            (
+                "ordinal",
+                make_pipeline(cat_imputer(features.ordinal), encoder),
+                list(features.ordinal),
+            )
+        )
     if features.interactions:
         steps = [InteractionFeatures(pairs=[tuple(p) for p in features.interactions])]
         if scale:
@@ -265,8 +326,13 @@ def build_preprocessor(
     if not parts:
         from mlpilot.platform.errors import DataError
 
-        raise DataError("no usable feature columns are left", hint="the data needs at least one column besides the target that is not an identifier, constant or empty")
-    return ColumnTransformer(parts, remainder="drop", sparse_threshold=0.0, verbose_feature_names_out=True)
+        raise DataError(
+            "no usable feature columns are left",
+            hint="the data needs at least one column besides the target that is not an identifier, constant or empty",
+        )
+    return ColumnTransformer(
+        parts, remainder="drop", sparse_threshold=0.0, verbose_feature_names_out=True
+    )
 
 
 def _target_encoder(task: str, seed: int) -> Any:
@@ -279,7 +345,9 @@ def _target_encoder(task: str, seed: int) -> Any:
     major, minor = (int(p) for p in sklearn.__version__.split(".")[:2])
     if (major, minor) >= (1, 9):
         splitter = KFold if task == "regression" else StratifiedKFold
-        return TargetEncoder(target_type=target_type, cv=splitter(5, shuffle=True, random_state=seed))
+        return TargetEncoder(
+            target_type=target_type, cv=splitter(5, shuffle=True, random_state=seed)
+        )
     return TargetEncoder(target_type=target_type, shuffle=True, random_state=seed)
 
 
@@ -302,6 +370,14 @@ def source_columns(preprocessor: Any) -> dict[str, list[str]]:
             elif "*" in out and name == "interactions":
                 mapping[full] = out.split("*")
             else:
-                match = max((c for c in cols if out == c or out.startswith(f"{c}_") or out.endswith(f"_{c}")), key=len, default=None)
+                match = max(
+                    (
+                        c
+                        for c in cols
+                        if out == c or out.startswith(f"{c}_") or out.endswith(f"_{c}")
+                    ),
+                    key=len,
+                    default=None,
+                )
                 mapping[full] = [match] if match else cols
     return mapping

@@ -53,7 +53,10 @@ def check_readable(path: str | Path) -> Path:
     if path.is_dir():
         raise DataError(f"{path} is a directory, not a data file")
     if path.stat().st_size == 0:
-        raise DataError(f"{path} is empty (0 bytes)", hint="give a CSV, Parquet or JSON-lines file with a header and rows")
+        raise DataError(
+            f"{path} is empty (0 bytes)",
+            hint="give a CSV, Parquet or JSON-lines file with a header and rows",
+        )
     fmt = detect_format(path)
     if fmt in ("csv", "tsv", "jsonl"):
         head = _head(path)

@@ -2,12 +2,22 @@
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 import numpy as np
 
 LOWER_IS_BETTER = frozenset({"rmse", "mae", "log_loss"})
-CLASSIFICATION = ("accuracy", "balanced_accuracy", "f1", "precision", "recall", "roc_auc", "pr_auc", "log_loss")
+CLASSIFICATION = (
+    "accuracy",
+    "balanced_accuracy",
+    "f1",
+    "precision",
+    "recall",
+    "roc_auc",
+    "pr_auc",
+    "log_loss",
+)
 REGRESSION = ("rmse", "mae", "r2")
 
 
@@ -36,7 +46,11 @@ def sklearn_scorer(metric: str, task: str, classes: np.ndarray | None = None) ->
     from sklearn.metrics import make_scorer
 
     if task == "regression":
-        return {"rmse": "neg_root_mean_squared_error", "mae": "neg_mean_absolute_error", "r2": "r2"}[metric]
+        return {
+            "rmse": "neg_root_mean_squared_error",
+            "mae": "neg_mean_absolute_error",
+            "r2": "r2",
+        }[metric]
     binary = classes is not None and len(classes) == 2
     if metric in ("accuracy", "balanced_accuracy"):
         return metric
@@ -50,11 +64,15 @@ def sklearn_scorer(metric: str, task: str, classes: np.ndarray | None = None) ->
     if metric == "roc_auc":
         if not binary:
             return "roc_auc_ovr_weighted"
-        return make_scorer(_binary_auc(classes), response_method=("predict_proba", "decision_function"))
+        return make_scorer(
+            _binary_auc(classes), response_method=("predict_proba", "decision_function")
+        )
     if metric == "pr_auc":
         if not binary:
             raise ValueError("pr_auc is defined for binary classification only")
-        return make_scorer(_binary_ap(classes), response_method=("predict_proba", "decision_function"))
+        return make_scorer(
+            _binary_ap(classes), response_method=("predict_proba", "decision_function")
+        )
     if metric == "log_loss":
         return "neg_log_loss"
     raise ValueError(f"unknown metric {metric!r}")
@@ -77,7 +95,9 @@ def _binary_ap(classes: np.ndarray) -> Any:
     pos = positive_label(classes)
 
     def score(y_true: Any, y_score: Any) -> float:
-        return float(average_precision_score(np.asarray(y_true) == pos, _pos_column(y_score, classes, pos)))
+        return float(
+            average_precision_score(np.asarray(y_true) == pos, _pos_column(y_score, classes, pos))
+        )
 
     return score
 
@@ -90,7 +110,9 @@ def _pos_column(y_score: Any, classes: np.ndarray, pos: Any) -> np.ndarray:
     return y_score if list(classes).index(pos) == 1 else -y_score
 
 
-def scores(task: str, y_true: Any, y_pred: Any, y_score: Any = None, classes: np.ndarray | None = None) -> dict[str, float]:
+def scores(
+    task: str, y_true: Any, y_pred: Any, y_score: Any = None, classes: np.ndarray | None = None
+) -> dict[str, float]:
     """Every metric of the task that can be computed from the predictions."""
     from sklearn import metrics as m
 
@@ -105,7 +127,9 @@ def scores(task: str, y_true: Any, y_pred: Any, y_score: Any = None, classes: np
         "balanced_accuracy": float(m.balanced_accuracy_score(y_true, y_pred)),
     }
     binary = classes is not None and len(classes) == 2
-    kwargs: dict[str, Any] = {"pos_label": positive_label(classes)} if binary else {"average": "weighted"}
+    kwargs: dict[str, Any] = (
+        {"pos_label": positive_label(classes)} if binary else {"average": "weighted"}
+    )
     out["f1"] = float(m.f1_score(y_true, y_pred, zero_division=0, **kwargs))
     out["precision"] = float(m.precision_score(y_true, y_pred, zero_division=0, **kwargs))
     out["recall"] = float(m.recall_score(y_true, y_pred, zero_division=0, **kwargs))
@@ -118,10 +142,14 @@ def scores(task: str, y_true: Any, y_pred: Any, y_score: Any = None, classes: np
             out["roc_auc"] = float(m.roc_auc_score(np.asarray(y_true) == pos, col))
             out["pr_auc"] = float(m.average_precision_score(np.asarray(y_true) == pos, col))
         elif y_score.ndim == 2 and present:
-            try:
-                out["roc_auc"] = float(m.roc_auc_score(y_true, y_score, multi_class="ovr", average="weighted", labels=classes))
-            except ValueError:
-                pass
+            with contextlib.suppress(ValueError):
+                out["roc_auc"] = float(
+                    m.roc_auc_score(
+                        y_true, y_score, multi_class="ovr", average="weighted", labels=classes
+                    )
+                )
         if y_score.ndim == 2:
-            out["log_loss"] = float(m.log_loss(y_true, np.clip(y_score, 1e-15, 1 - 1e-15), labels=classes))
+            out["log_loss"] = float(
+                m.log_loss(y_true, np.clip(y_score, 1e-15, 1 - 1e-15), labels=classes)
+            )
     return out

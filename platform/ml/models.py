@@ -42,7 +42,12 @@ def make_estimator(
     if family == "rf":
         from sklearn.ensemble import RandomForestClassifier, RandomForestRegressor
 
-        base: dict[str, Any] = {"n_estimators": 100, "n_jobs": -1, "random_state": seed, "min_samples_leaf": 1}
+        base: dict[str, Any] = {
+            "n_estimators": 100,
+            "n_jobs": -1,
+            "random_state": seed,
+            "min_samples_leaf": 1,
+        }
         if clf:
             base["class_weight"] = "balanced_subsample" if imbalanced else None
             return RandomForestClassifier(**{**base, **params})

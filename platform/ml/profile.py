@@ -132,7 +132,9 @@ def profile_table(path: str | Path, sample_rows: int = SAMPLE_ROWS) -> DataProfi
     duplicates = duplicate_header_names(resolved)
     if duplicates:
         listed = ", ".join(repr(d) for d in duplicates)
-        notes.append(f"duplicate column names in the header ({listed}); later copies were renamed NAME.1, NAME.2, …")
+        notes.append(
+            f"duplicate column names in the header ({listed}); later copies were renamed NAME.1, NAME.2, …"
+        )
     rows = count_rows(resolved) if len(frame) >= sample_rows else len(frame)
     return DataProfile(
         path=str(resolved),

@@ -34,7 +34,13 @@ from mlpilot.platform.ml.features import (
     source_columns,
 )
 from mlpilot.platform.ml.io import duplicate_header_names, read_table
-from mlpilot.platform.ml.models import LABELS, SCALE_SENSITIVE, TREE_FAMILIES, make_estimator, resolve_family
+from mlpilot.platform.ml.models import (
+    LABELS,
+    SCALE_SENSITIVE,
+    TREE_FAMILIES,
+    make_estimator,
+    resolve_family,
+)
 
 TEST_SIZE = 0.2
 IMBALANCE_SHARE = 0.2
@@ -48,21 +54,36 @@ def load_data(run: PipelineRun, path: str, target: str | None = None, task: str 
         frame = read_table(path)
         duplicates = duplicate_header_names(Path(path))
         if duplicates:
-            run.note(f"duplicate column names {duplicates}: later copies were renamed NAME.1, NAME.2, …")
+            run.note(
+                f"duplicate column names {duplicates}: later copies were renamed NAME.1, NAME.2, …"
+            )
         if target is None:
-            raise DataError("no target column was named", hint=f"say which column to predict; columns: {_columns(frame)}")
+            raise DataError(
+                "no target column was named",
+                hint=f"say which column to predict; columns: {_columns(frame)}",
+            )
         if target not in frame.columns:
             close = difflib.get_close_matches(target, [str(c) for c in frame.columns], n=3)
             guess = f"did you mean {', '.join(map(repr, close))}? " if close else ""
-            raise DataError(f"target column {target!r} not found in {Path(path).name}", hint=f"{guess}columns: {_columns(frame)}")
+            raise DataError(
+                f"target column {target!r} not found in {Path(path).name}",
+                hint=f"{guess}columns: {_columns(frame)}",
+            )
         if target in duplicates:
-            raise DataError(f"target column {target!r} appears more than once in the header", hint="rename the duplicate columns")
+            raise DataError(
+                f"target column {target!r} appears more than once in the header",
+                hint="rename the duplicate columns",
+            )
         missing = int(frame[target].isna().sum())
         if missing == len(frame):
-            raise DataError(f"target column {target!r} has no values (all {len(frame)} rows are missing)")
+            raise DataError(
+                f"target column {target!r} has no values (all {len(frame)} rows are missing)"
+            )
         if missing:
             frame = frame[frame[target].notna()]
-            run.note(f"dropped {missing} rows with a missing target ({missing / (missing + len(frame)):.1%})")
+            run.note(
+                f"dropped {missing} rows with a missing target ({missing / (missing + len(frame)):.1%})"
+            )
         y_raw = frame[target]
         X = frame.drop(columns=[target])
         del frame
@@ -74,7 +95,10 @@ def load_data(run: PipelineRun, path: str, target: str | None = None, task: str 
             if spec.kind in EXCLUDED_KINDS:
                 run.note(f"column {spec.name!r} not used: {spec.note}")
         if not used:
-            raise DataError("no usable feature columns besides the target", hint="the other columns are identifiers, constants or empty")
+            raise DataError(
+                "no usable feature columns besides the target",
+                hint="the other columns are identifiers, constants or empty",
+            )
         X = X[[s.name for s in used]]
         run.raw_example = X.head(5).copy()
         saved = 0
@@ -91,7 +115,9 @@ def load_data(run: PipelineRun, path: str, target: str | None = None, task: str 
             run.classes = np.array(sorted(pd.unique(y), key=str), dtype=object)
             counts = y.value_counts()
             if counts.min() / len(y) < IMBALANCE_SHARE:
-                run.note(f"imbalanced classes (smallest {counts.min() / len(y):.1%}): class weights are balanced")
+                run.note(
+                    f"imbalanced classes (smallest {counts.min() / len(y):.1%}): class weights are balanced"
+                )
         _split(run)
         run.logger.log_params(
             {
@@ -105,16 +131,33 @@ def load_data(run: PipelineRun, path: str, target: str | None = None, task: str 
             }
         )
         try:
-            run.logger.log_input(run.raw_example.assign(**{target: y.head(5).to_numpy()}), source=path, name=Path(path).name, targets=target)
+            head = X.index[:100_000]  # a bounded sample: never a second copy of a large frame
+            run.logger.log_input(
+                X.loc[head].assign(**{target: y.loc[head].to_numpy()}),
+                source=path,
+                name=Path(path).name,
+                targets=target,
+            )
         except Exception as exc:  # the dataset record is a nicety, never a reason to fail
             run.note(f"dataset not recorded with log_input: {type(exc).__name__}")
-        run.result["data"] = {"path": path, "rows": len(X), "cols": len(used), "schema": [s.to_dict() for s in used]}
-        run.event("progress", stage="load", message=f"{len(X)} rows, {len(used)} feature columns, task {run.task}")
+        run.result["data"] = {
+            "path": path,
+            "rows": len(X),
+            "cols": len(used),
+            "schema": [s.to_dict() for s in used],
+        }
+        run.event(
+            "progress",
+            stage="load",
+            message=f"{len(X)} rows, {len(used)} feature columns, task {run.task}",
+        )
 
 
 def _columns(frame: pd.DataFrame, limit: int = 15) -> str:
     names = [repr(str(c)) for c in frame.columns]
-    return ", ".join(names[:limit]) + (f" (and {len(names) - limit} more)" if len(names) > limit else "")
+    return ", ".join(names[:limit]) + (
+        f" (and {len(names) - limit} more)" if len(names) > limit else ""
+    )
 
 
 def _resolve_task(y_raw: pd.Series, target: str, task: str) -> tuple[str, pd.Series]:
@@ -127,7 +170,11 @@ def _resolve_task(y_raw: pd.Series, target: str, task: str) -> tuple[str, pd.Ser
         )
     numeric = spec.kind in ("numeric", "integer", "boolean")
     if task == "auto":
-        task = "regression" if spec.kind == "numeric" or (spec.kind == "integer" and unique > 20) else "classification"
+        task = (
+            "regression"
+            if spec.kind == "numeric" or (spec.kind == "integer" and unique > 20)
+            else "classification"
+        )
     if task == "regression":
         if not numeric:
             examples = ", ".join(repr(str(v)) for v in y_raw.dropna().unique()[:3])
@@ -147,7 +194,10 @@ def _resolve_task(y_raw: pd.Series, target: str, task: str) -> tuple[str, pd.Ser
     counts = pd.Series(labels).value_counts()
     if counts.min() < 2:
         rare = ", ".join(repr(str(c)) for c in counts[counts < 2].index[:3])
-        raise DataError(f"target {target!r} has classes with a single row ({rare})", hint="merge or remove rare classes")
+        raise DataError(
+            f"target {target!r} has classes with a single row ({rare})",
+            hint="merge or remove rare classes",
+        )
     return task, pd.Series(labels, index=y_raw.index)
 
 
@@ -157,8 +207,13 @@ def _split(run: PipelineRun) -> None:
     index = run.X.index.to_numpy()
     stratify = run.y.to_numpy() if run.task == "classification" else None
     if len(index) < 10:
-        raise DataError(f"only {len(index)} usable rows: too few to train and test a model", hint="use at least 10 rows")
-    train, test = train_test_split(index, test_size=TEST_SIZE, random_state=run.seed, stratify=stratify)
+        raise DataError(
+            f"only {len(index)} usable rows: too few to train and test a model",
+            hint="use at least 10 rows",
+        )
+    train, test = train_test_split(
+        index, test_size=TEST_SIZE, random_state=run.seed, stratify=stratify
+    )
     run.train_index, run.test_index = pd.Index(np.sort(train)), pd.Index(np.sort(test))
 
 
@@ -182,7 +237,9 @@ def clean_data(run: PipelineRun, strategy: str = "auto", drop_duplicates: bool =
         before = len(run.X)
         report: dict[str, Any] = {"rows_before": before, "strategy": strategy}
         if drop_duplicates:
-            hashed = pd.util.hash_pandas_object(run.X, index=False) ^ pd.util.hash_pandas_object(run.y, index=False)
+            hashed = pd.util.hash_pandas_object(run.X, index=False) ^ pd.util.hash_pandas_object(
+                run.y, index=False
+            )
             dup = hashed.duplicated().to_numpy()
             report["duplicates_removed"] = int(dup.sum())
             if dup.any():
@@ -192,7 +249,10 @@ def clean_data(run: PipelineRun, strategy: str = "auto", drop_duplicates: bool =
             complete = run.X.notna().all(axis=1).to_numpy()
             report["incomplete_rows_removed"] = int((~complete).sum())
             if not complete.any():
-                raise DataError("every row has a missing value: strategy 'drop' would remove them all", hint="use strategy auto, mean or median")
+                raise DataError(
+                    "every row has a missing value: strategy 'drop' would remove them all",
+                    hint="use strategy auto, mean or median",
+                )
             _keep_rows(run, complete)
         X_train, y_train = _train(run)
         run.cleaning = plan_cleaning(X_train, y_train, run.specs, run.task, strategy)
@@ -203,9 +263,14 @@ def clean_data(run: PipelineRun, strategy: str = "auto", drop_duplicates: bool =
             run.specs = [s for s in run.specs if s.name not in run.cleaning.dropped]
         report.update(rows_after=len(run.X), **run.cleaning.to_dict())
         run.logger.log_dict(report, "reports/cleaning.json")
-        run.logger.log_params({"clean.strategy": strategy, "clean.drop_duplicates": drop_duplicates})
+        run.logger.log_params(
+            {"clean.strategy": strategy, "clean.drop_duplicates": drop_duplicates}
+        )
         run.log_metrics({"clean_rows_removed": before - len(run.X)})
-        run.result["cleaning"] = {"rows_removed": before - len(run.X), "columns_dropped": list(run.cleaning.dropped)}
+        run.result["cleaning"] = {
+            "rows_removed": before - len(run.X),
+            "columns_dropped": list(run.cleaning.dropped),
+        }
 
 
 def _keep_rows(run: PipelineRun, mask: np.ndarray) -> None:
@@ -254,14 +319,18 @@ def engineer_features(
 def _cleaning(run: PipelineRun) -> CleaningPlan:
     if run.cleaning is None:
         X_train, y_train = _train(run)
-        run.cleaning = plan_cleaning(X_train, y_train, run.specs, run.task, "auto", indicators=False)
+        run.cleaning = plan_cleaning(
+            X_train, y_train, run.specs, run.task, "auto", indicators=False
+        )
     return run.cleaning
 
 
 def _features(run: PipelineRun) -> FeaturePlan:
     if run.features is None:
         X_train, y_train = _train(run)
-        run.features = plan_features(X_train, y_train, run.specs, run.task, engineered=False, seed=run.seed)
+        run.features = plan_features(
+            X_train, y_train, run.specs, run.task, engineered=False, seed=run.seed
+        )
     return run.features
 
 
@@ -273,9 +342,16 @@ def build_pipeline(run: PipelineRun, family: str, params: dict[str, Any] | None 
 
     family = resolve_family(family)
     preprocessor = build_preprocessor(
-        run.specs, _cleaning(run), _features(run), scale=family in SCALE_SENSITIVE, task=run.task, seed=run.seed
+        run.specs,
+        _cleaning(run),
+        _features(run),
+        scale=family in SCALE_SENSITIVE,
+        task=run.task,
+        seed=run.seed,
     )
-    imbalanced = bool(run.task == "classification" and run.y.value_counts(normalize=True).min() < IMBALANCE_SHARE)
+    imbalanced = bool(
+        run.task == "classification" and run.y.value_counts(normalize=True).min() < IMBALANCE_SHARE
+    )
     estimator = make_estimator(
         family,
         run.task,
@@ -295,7 +371,9 @@ def build_pipeline(run: PipelineRun, family: str, params: dict[str, Any] | None 
 
 
 # -- train ----------------------------------------------------------------------------------------
-def train_model(run: PipelineRun, model: str = "auto", params: dict[str, Any] | None = None) -> None:
+def train_model(
+    run: PipelineRun, model: str = "auto", params: dict[str, Any] | None = None
+) -> None:
     _require_data(run, "train_model")
     with run.stage("train"):
         family = resolve_family(model)
@@ -304,7 +382,9 @@ def train_model(run: PipelineRun, model: str = "auto", params: dict[str, Any] | 
         pipeline = build_pipeline(run, family, params)
         X_train, y_train = _train(run)
         if family == "svm" and len(X_train) > 20000:
-            run.note(f"svm on {len(X_train)} rows is slow (its cost grows with the square of the rows)")
+            run.note(
+                f"svm on {len(X_train)} rows is slow (its cost grows with the square of the rows)"
+            )
         pipeline.fit(X_train, y_train)
         set_model(run, pipeline, family, params or {})
         run.event("progress", stage="train", message=f"fitted {LABELS[family]}")
@@ -315,8 +395,12 @@ def set_model(run: PipelineRun, pipeline: Any, family: str, params: dict[str, An
     run.model, run.model_family, run.model_params = pipeline, family, dict(params)
     run.model_logged = False
     if run.main_metric is None:
-        run.main_metric = M.default_metric(run.task, len(run.classes) if run.classes is not None else 0)
-    run.logger.log_params({"model.family": family, **{f"model.{k}": v for k, v in (params or {}).items()}})
+        run.main_metric = M.default_metric(
+            run.task, len(run.classes) if run.classes is not None else 0
+        )
+    run.logger.log_params(
+        {"model.family": family, **{f"model.{k}": v for k, v in (params or {}).items()}}
+    )
 
 
 def score_on_test(run: PipelineRun) -> dict[str, float]:
@@ -377,7 +461,9 @@ def optimize_model(
 def evaluate_model(run: PipelineRun, cv_folds: int = 5) -> None:
     _require_data(run, "evaluate_model")
     if run.model is None:
-        raise MlpilotError("evaluate_model needs a model: add train_model or optimize_model before it")
+        raise MlpilotError(
+            "evaluate_model needs a model: add train_model or optimize_model before it"
+        )
     from sklearn.base import clone
     from sklearn.model_selection import KFold, StratifiedKFold, cross_validate
 
@@ -386,12 +472,18 @@ def evaluate_model(run: PipelineRun, cv_folds: int = 5) -> None:
         if run.task == "classification":
             folds = min(cv_folds, int(y_train.value_counts().min()))
             if folds < cv_folds:
-                run.note(f"cross-validation uses {folds} folds: the smallest class has only {folds} training rows")
-            splitter: Any = StratifiedKFold(n_splits=max(folds, 2), shuffle=True, random_state=run.seed)
+                run.note(
+                    f"cross-validation uses {folds} folds: the smallest class has only {folds} training rows"
+                )
+            splitter: Any = StratifiedKFold(
+                n_splits=max(folds, 2), shuffle=True, random_state=run.seed
+            )
         else:
             splitter = KFold(n_splits=cv_folds, shuffle=True, random_state=run.seed)
         scoring = _cv_scoring(run)
-        result = cross_validate(clone(run.model), X_train, y_train, cv=splitter, scoring=scoring, error_score="raise")
+        result = cross_validate(
+            clone(run.model), X_train, y_train, cv=splitter, scoring=scoring, error_score="raise"
+        )
         cv_metrics: dict[str, float] = {}
         for name in scoring:
             values = result[f"test_{name}"]
@@ -423,14 +515,26 @@ def _log_plots(run: PipelineRun) -> None:
     y_pred = run.model.predict(X_test)
     figures = []
     if run.task == "classification":
-        figures.append((plots.confusion_matrix_figure(y_test, y_pred, run.classes), "plots/confusion_matrix.png"))
+        figures.append(
+            (
+                plots.confusion_matrix_figure(y_test, y_pred, run.classes),
+                "plots/confusion_matrix.png",
+            )
+        )
         scores = _scores(run.model, X_test)
         if scores is not None and len(run.classes) == 2 and y_test.nunique() == 2:
             pos = M.positive_label(run.classes)
-            figures.append((plots.roc_figure(y_test, M._pos_column(scores, run.classes, pos), pos), "plots/roc_curve.png"))
+            figures.append(
+                (
+                    plots.roc_figure(y_test, M._pos_column(scores, run.classes, pos), pos),
+                    "plots/roc_curve.png",
+                )
+            )
     else:
         figures.append((plots.residuals_figure(y_test, y_pred), "plots/residuals.png"))
-        figures.append((plots.predicted_vs_actual_figure(y_test, y_pred), "plots/predicted_vs_actual.png"))
+        figures.append(
+            (plots.predicted_vs_actual_figure(y_test, y_pred), "plots/predicted_vs_actual.png")
+        )
     for fig, name in figures:
         run.logger.log_figure(fig, name)
         plots.close(fig)
@@ -449,10 +553,15 @@ def feature_importance(run: PipelineRun, method: str = "auto", top_k: int = 10) 
         if method == "auto":
             used = "permutation"
         if used == "impurity" and run.model_family not in TREE_FAMILIES:
-            run.note(f"impurity importance needs a tree model; {LABELS[run.model_family]} uses permutation importance")
+            run.note(
+                f"impurity importance needs a tree model; {LABELS[run.model_family]} uses permutation importance"
+            )
             used = "permutation"
         ranking = _impurity(run) if used == "impurity" else _permutation(run)
-        items = [{"feature": f, "importance": round(float(v), 6)} for f, v in sorted(ranking.items(), key=lambda kv: -kv[1])]
+        items = [
+            {"feature": f, "importance": round(float(v), 6)}
+            for f, v in sorted(ranking.items(), key=lambda kv: -kv[1])
+        ]
         top = items[:top_k]
         path = run.run_dir / "importance.json"
         import json
@@ -464,17 +573,21 @@ def feature_importance(run: PipelineRun, method: str = "auto", top_k: int = 10) 
         plots.close(fig)
         run.logger.log_params({"importance.method": used, "importance.top_k": top_k})
         run.result["importance"] = top
-        run.event("progress", stage="importance", message="top features: " + ", ".join(i["feature"] for i in top[:5]))
+        run.event(
+            "progress",
+            stage="importance",
+            message="top features: " + ", ".join(i["feature"] for i in top[:5]),
+        )
 
 
 def _impurity(run: PipelineRun) -> dict[str, float]:
     estimator = run.model.named_steps["model"]
-    values = np.asarray(getattr(estimator, "feature_importances_"), dtype=float)
+    values = np.asarray(estimator.feature_importances_, dtype=float)
     preprocessor = run.model.named_steps["features"]
     names = list(preprocessor.get_feature_names_out())
     mapping = source_columns(preprocessor)
     totals: dict[str, float] = {s.name: 0.0 for s in run.specs}
-    for name, value in zip(names, values):
+    for name, value in zip(names, values, strict=False):
         sources = mapping.get(name, [])
         for source in sources:
             totals[source] = totals.get(source, 0.0) + value / len(sources)
@@ -490,8 +603,13 @@ def _permutation(run: PipelineRun) -> dict[str, float]:
         sample = X_test.sample(PERMUTATION_ROWS, random_state=run.seed)
         X_test, y_test = sample, y_test.loc[sample.index]
     scorer = M.sklearn_scorer(run.main_metric or M.default_metric(run.task), run.task, run.classes)
-    result = permutation_importance(run.model, X_test, y_test, n_repeats=3, random_state=run.seed, scoring=scorer)
-    return {str(c): max(float(v), 0.0) for c, v in zip(X_test.columns, result.importances_mean)}
+    result = permutation_importance(
+        run.model, X_test, y_test, n_repeats=3, random_state=run.seed, scoring=scorer
+    )
+    return {
+        str(c): max(float(v), 0.0)
+        for c, v in zip(X_test.columns, result.importances_mean, strict=False)
+    }
 
 
 # -- model logging, registry and prediction ---------------------------------------------------------------
@@ -530,16 +648,29 @@ def register_model(
     with run.stage("register"):
         client = getattr(run.logger, "client", None)
         if client is None:
-            raise MlpilotError("register_model needs MLflow tracking", hint="run without --no-track")
+            raise MlpilotError(
+                "register_model needs MLflow tracking", hint="run without --no-track"
+            )
         if run_id is None and run.model is not None:
             if not run.model_logged:
                 log_model(run)
             source_run, model_uri = run.logger.run_id, run.model_uri
         else:
-            source_run, model_uri = registry.resolve_source(client, run.logger.experiment_id, run_id, metric or run.main_metric)
-        version = registry.register(client, model_uri=model_uri, name=name, alias=alias, source_run_id=source_run, lineage=_lineage(run))
+            source_run, model_uri = registry.resolve_source(
+                client, run.logger.experiment_id, run_id, metric or run.main_metric
+            )
+        version = registry.register(
+            client,
+            model_uri=model_uri,
+            name=name,
+            alias=alias,
+            source_run_id=source_run,
+            lineage=_lineage(run),
+        )
         run.result["registered"] = version
-        run.note(f"registered {name} version {version['version']}" + (f" as @{alias}" if alias else ""))
+        run.note(
+            f"registered {name} version {version['version']}" + (f" as @{alias}" if alias else "")
+        )
 
 
 def _lineage(run: PipelineRun) -> dict[str, str]:
@@ -550,7 +681,9 @@ def _lineage(run: PipelineRun) -> dict[str, str]:
     return lineage
 
 
-def predict(run: PipelineRun, data_path: str, output_path: str | None = None, model_uri: str | None = None) -> None:
+def predict(
+    run: PipelineRun, data_path: str, output_path: str | None = None, model_uri: str | None = None
+) -> None:
     with run.stage("predict"):
         frame = read_table(data_path)
         if model_uri is None and run.model is not None:
@@ -569,7 +702,11 @@ def predict(run: PipelineRun, data_path: str, output_path: str | None = None, mo
         predictions = model.predict(frame)
         out = Path(output_path) if output_path else run.run_dir / "predictions.csv"
         result = frame.copy()
-        result["prediction"] = np.asarray(predictions).ravel() if not isinstance(predictions, pd.DataFrame) else predictions.iloc[:, 0].to_numpy()
+        result["prediction"] = (
+            np.asarray(predictions).ravel()
+            if not isinstance(predictions, pd.DataFrame)
+            else predictions.iloc[:, 0].to_numpy()
+        )
         out.parent.mkdir(parents=True, exist_ok=True)
         result.to_csv(out, index=False)
         if out.stat().st_size < 50 * 2**20:

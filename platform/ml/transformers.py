@@ -28,7 +28,9 @@ class SchemaCoercer(TransformerMixin, BaseEstimator):
         self.schema = schema
 
     def fit(self, X: pd.DataFrame, y: Any = None) -> SchemaCoercer:
-        self.specs_ = [ColumnSpec(**s) for s in (self.schema or []) if s["kind"] not in EXCLUDED_KINDS]
+        self.specs_ = [
+            ColumnSpec(**s) for s in (self.schema or []) if s["kind"] not in EXCLUDED_KINDS
+        ]
         self.feature_names_in_ = np.array([s.name for s in self.specs_], dtype=object)
         self.n_features_in_ = len(self.specs_)
         return self
@@ -76,7 +78,14 @@ class DatetimeFeatures(TransformerMixin, BaseEstimator):
         parts = []
         for c in self.columns_:
             d = pd.to_datetime(X[c]).dt
-            cols = [d.year, d.month, d.day, d.dayofweek, d.quarter, (d.dayofweek >= 5).astype(float).where(d.year.notna())]
+            cols = [
+                d.year,
+                d.month,
+                d.day,
+                d.dayofweek,
+                d.quarter,
+                (d.dayofweek >= 5).astype(float).where(d.year.notna()),
+            ]
             if self.with_hour_[c]:
                 cols.append(d.hour)
             parts.extend(np.asarray(col, dtype="float64") for col in cols)
@@ -102,7 +111,10 @@ class DateOrdinal(TransformerMixin, BaseEstimator):
     def transform(self, X: pd.DataFrame) -> np.ndarray:
         X = _frame(X)
         out = [
-            (pd.to_datetime(X[c]) - pd.Timestamp("1970-01-01")).dt.total_seconds().to_numpy(dtype="float64") / 86400.0
+            (pd.to_datetime(X[c]) - pd.Timestamp("1970-01-01"))
+            .dt.total_seconds()
+            .to_numpy(dtype="float64")
+            / 86400.0
             for c in self.columns_
         ]
         return np.column_stack(out) if out else np.empty((len(X), 0))
@@ -120,7 +132,10 @@ class InteractionFeatures(TransformerMixin, BaseEstimator):
     def fit(self, X: pd.DataFrame, y: Any = None) -> InteractionFeatures:
         X = _frame(X)
         needed = sorted({c for pair in self.pairs or [] for c in pair})
-        self.medians_ = {c: float(np.nanmedian(X[c].to_numpy(dtype="float64"))) if X[c].notna().any() else 0.0 for c in needed}
+        self.medians_ = {
+            c: float(np.nanmedian(X[c].to_numpy(dtype="float64"))) if X[c].notna().any() else 0.0
+            for c in needed
+        }
         return self
 
     def transform(self, X: pd.DataFrame) -> np.ndarray:

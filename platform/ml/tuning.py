@@ -65,7 +65,10 @@ def suggest_params(trial: optuna.Trial, family: str, task: str) -> dict[str, Any
             "l2_regularization": trial.suggest_float("l2_regularization", 1e-4, 10, log=True),
         }
     if family == "svm":
-        params = {"C": trial.suggest_float("C", 1e-2, 1e3, log=True), "gamma": trial.suggest_float("gamma", 1e-4, 1.0, log=True)}
+        params = {
+            "C": trial.suggest_float("C", 1e-2, 1e3, log=True),
+            "gamma": trial.suggest_float("gamma", 1e-4, 1.0, log=True),
+        }
         if not clf:
             params["epsilon"] = trial.suggest_float("epsilon", 1e-3, 1.0, log=True)
         return params
@@ -85,7 +88,9 @@ def suggest_params(trial: optuna.Trial, family: str, task: str) -> dict[str, Any
 class EarlyStopping:
     """Stop a study after ``patience`` consecutive trials that improve the best by less than ``min_delta`` (relative)."""
 
-    def __init__(self, patience: int = EARLY_STOP_PATIENCE, min_delta: float = EARLY_STOP_MIN_DELTA) -> None:
+    def __init__(
+        self, patience: int = EARLY_STOP_PATIENCE, min_delta: float = EARLY_STOP_MIN_DELTA
+    ) -> None:
         self.patience = patience
         self.min_delta = min_delta
         self.best: float | None = None
@@ -137,14 +142,17 @@ class TrialLogger:
     def __call__(self, study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
         self.pending.append(trial)
         best = study.best_value if any(t.value is not None for t in study.trials) else None
-        self.run.event("trial", number=trial.number, state=trial.state.name, value=trial.value, best=best)
+        self.run.event(
+            "trial", number=trial.number, state=trial.state.name, value=trial.value, best=best
+        )
         if len(self.pending) >= TRIAL_LOG_BATCH:
             self.flush()
 
     def flush(self) -> None:
         for trial in self.pending:
             child = self.run.logger.child(
-                f"trial-{trial.number}", tags={"mlpilot.kind": "trial", "mlpilot.trial_state": trial.state.name}
+                f"trial-{trial.number}",
+                tags={"mlpilot.kind": "trial", "mlpilot.trial_state": trial.state.name},
             )
             child.log_params(dict(trial.params))
             metrics = {"trial_number": trial.number}
@@ -195,7 +203,9 @@ def optimize(
         run.result["warm_start"] = "unavailable"
 
     def objective(trial: optuna.Trial) -> float:
-        family = trial.suggest_categorical("family", list(AUTO_FAMILIES)) if model == "auto" else model
+        family = (
+            trial.suggest_categorical("family", list(AUTO_FAMILIES)) if model == "auto" else model
+        )
         params = suggest_params(trial, family, run.task)
         pipeline = build_pipeline(run, family, params)
         values = cross_val_score(clone(pipeline), X_train, y_train, cv=splitter, scoring=scorer)
@@ -215,18 +225,28 @@ def optimize(
     stopper = EarlyStopping() if early_stopping else None
     if stopper:
         callbacks.append(stopper)
-    study.optimize(objective, n_trials=trials, timeout=timeout_s, callbacks=callbacks, catch=(ValueError,))
+    study.optimize(
+        objective, n_trials=trials, timeout=timeout_s, callbacks=callbacks, catch=(ValueError,)
+    )
     callbacks[0].flush()
     complete = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
     if not complete:
         from mlpilot.platform.errors import MlpilotError
 
-        raise MlpilotError("no trial of the study completed", hint="see logs/stderr.txt for the trials' errors")
+        raise MlpilotError(
+            "no trial of the study completed", hint="see logs/stderr.txt for the trials' errors"
+        )
     best = study.best_trial
     params = {k: v for k, v in best.params.items() if k != "family"}
     family = best.params.get("family", model)
     run.log_metrics({"hpo_best_value": float(best.value), "hpo_trials": len(study.trials)})
-    run.logger.log_params({"hpo.metric": metric, "hpo.family": family, **{f"hpo.best.{k}": v for k, v in params.items()}})
+    run.logger.log_params(
+        {
+            "hpo.metric": metric,
+            "hpo.family": family,
+            **{f"hpo.best.{k}": v for k, v in params.items()},
+        }
+    )
     run.result["study"] = {
         "name": name,
         "storage": storage_url,
@@ -236,5 +256,7 @@ def optimize(
         "metric": metric,
     }
     if stopper and stopper.stopped:
-        run.note(f"early stopping after {len(study.trials)} trials: no gain over {EARLY_STOP_MIN_DELTA:.0%} in {EARLY_STOP_PATIENCE} trials")
+        run.note(
+            f"early stopping after {len(study.trials)} trials: no gain over {EARLY_STOP_MIN_DELTA:.0%} in {EARLY_STOP_PATIENCE} trials"
+        )
     return family, params

@@ -58,7 +58,10 @@ class Plan:
             raise PlanError("a plan must be a JSON object")
         unknown = sorted(set(data) - set(_PLAN_KEYS))
         if unknown:
-            raise PlanError(f"unknown plan keys: {', '.join(unknown)}", hint=f"valid keys: {', '.join(_PLAN_KEYS)}")
+            raise PlanError(
+                f"unknown plan keys: {', '.join(unknown)}",
+                hint=f"valid keys: {', '.join(_PLAN_KEYS)}",
+            )
         version = data.get("version", PLAN_VERSION)
         if version != PLAN_VERSION:
             raise PlanError(f"plan version {version!r} is not supported (expected {PLAN_VERSION})")
@@ -75,7 +78,9 @@ class Plan:
             steps.append(Step(raw["tool"], dict(args)))
         engine = data.get("engine", "auto") or "auto"
         if engine not in ENGINES:
-            raise PlanError(f"engine {engine!r} is not valid", hint=f"use one of: {', '.join(ENGINES)}")
+            raise PlanError(
+                f"engine {engine!r} is not valid", hint=f"use one of: {', '.join(ENGINES)}"
+            )
         adapter = data.get("adapter")
         if adapter is not None and not isinstance(adapter, str):
             raise PlanError("'adapter' must be a name or null")

@@ -17,7 +17,17 @@ from mlpilot.platform.plan.model import Plan, Step
 from mlpilot.platform.tools import CLASSIFICATION_METRICS, REGRESSION_METRICS, ToolRegistry
 
 #: pipeline stages in the order a generated script runs them
-STAGE_ORDER = ("load", "clean", "features", "train", "tune", "evaluate", "importance", "register", "predict")
+STAGE_ORDER = (
+    "load",
+    "clean",
+    "features",
+    "train",
+    "tune",
+    "evaluate",
+    "importance",
+    "register",
+    "predict",
+)
 #: stages that may sit anywhere after load_data: importance is computed on the final model
 _FLOATING = ("importance",)
 _NEEDS_DATA = ("clean", "features", "train", "tune", "evaluate", "importance")
@@ -33,7 +43,9 @@ class ValidatedPlan:
 
 
 def candidate_targets(profile: DataProfile) -> list[str]:
-    return [c.name for c in profile.columns if c.kind not in ("identifier", "constant", "empty", "text")]
+    return [
+        c.name for c in profile.columns if c.kind not in ("identifier", "constant", "empty", "text")
+    ]
 
 
 def describe_candidates(profile: DataProfile, limit: int = 12) -> str:
@@ -78,7 +90,10 @@ def validate_plan(
         result.task = _check_target(load, profile, result.notes, check_files)
         _check_metrics(plan, result.task)
     elif any(registry.get(t).stage in _NEEDS_DATA for t in plan.tools):
-        raise PlanError("the plan trains or transforms data but has no load_data step", hint="add load_data first")
+        raise PlanError(
+            "the plan trains or transforms data but has no load_data step",
+            hint="add load_data first",
+        )
     if check_files:
         for step in plan.steps:
             if step.tool == "predict" and not Path(step.args["data_path"]).expanduser().exists():
@@ -109,16 +124,25 @@ def _check_order(plan: Plan, registry: ToolRegistry) -> None:
     has_model = "train" in stages or "tune" in stages
     for stage in _NEEDS_MODEL:
         if stage in stages and not has_model:
-            raise PlanError("evaluate_model needs a model: add train_model or optimize_model before it")
+            raise PlanError(
+                "evaluate_model needs a model: add train_model or optimize_model before it"
+            )
     if plan.engine == "compare" and not has_model:
-        raise PlanError("compare_engines needs a model step to time: add train_model or optimize_model")
+        raise PlanError(
+            "compare_engines needs a model step to time: add train_model or optimize_model"
+        )
 
 
-def _check_target(load: Step, profile: DataProfile | None, notes: list[str], check_files: bool) -> str | None:
+def _check_target(
+    load: Step, profile: DataProfile | None, notes: list[str], check_files: bool
+) -> str | None:
     target = load.args.get("target")
     if profile is None:
         if check_files:
-            raise PlanError(f"load_data: no profile for {load.args['path']!r}", hint="pass the data file with --data")
+            raise PlanError(
+                f"load_data: no profile for {load.args['path']!r}",
+                hint="pass the data file with --data",
+            )
         return None
     if target is None:
         raise PlanError(

@@ -149,10 +149,15 @@ def _normalize_number(value: Any, allowed: list[str]) -> Any:
         return value
     if "integer" in allowed and isinstance(value, float) and value.is_integer():
         return int(value)
-    if isinstance(value, str) and ("integer" in allowed or "number" in allowed):
-        if "string" not in allowed and re.fullmatch(r"\s*-?\d+(\.\d+)?\s*", value):
-            number = float(value)
-            return int(number) if "integer" in allowed and number.is_integer() else number
+    numeric = "integer" in allowed or "number" in allowed
+    if (
+        isinstance(value, str)
+        and numeric
+        and "string" not in allowed
+        and re.fullmatch(r"\s*-?\d+(\.\d+)?\s*", value)
+    ):
+        number = float(value)
+        return int(number) if "integer" in allowed and number.is_integer() else number
     return value
 
 
@@ -256,7 +261,9 @@ def tool(
             if param.name not in hints:
                 raise TypeError(f"tool {fn.__name__!r}: argument {param.name!r} has no type hint")
             if param.name not in arg_docs:
-                raise ValueError(f"tool {fn.__name__!r}: argument {param.name!r} is not documented under Args:")
+                raise ValueError(
+                    f"tool {fn.__name__!r}: argument {param.name!r} is not documented under Args:"
+                )
             schema = _schema_for(hints[param.name])
             schema["description"] = arg_docs[param.name]
             if param.default is inspect.Parameter.empty:

@@ -35,7 +35,14 @@ def describe_data(context: QueryContext) -> dict[str, Any]:
         "path": profile.path,
         "rows": profile.rows,
         "columns": [
-            {"name": c.name, "kind": c.kind, "missing": c.missing, "unique": c.unique, "samples": c.samples, **({"note": c.note} if c.note else {})}
+            {
+                "name": c.name,
+                "kind": c.kind,
+                "missing": c.missing,
+                "unique": c.unique,
+                "samples": c.samples,
+                **({"note": c.note} if c.note else {}),
+            }
             for c in profile.columns
         ],
         "candidate_targets": candidate_targets(profile),
@@ -52,7 +59,9 @@ def _run_summary(run: Any) -> dict[str, Any]:
         "prompt": tags.get("mlpilot.prompt", ""),
         "template": tags.get("mlpilot.template"),
         "metric": tags.get("mlpilot.metric"),
-        "metrics": {k: v for k, v in run.data.metrics.items() if k.startswith(("test_", "cv_", "hpo_"))},
+        "metrics": {
+            k: v for k, v in run.data.metrics.items() if k.startswith(("test_", "cv_", "hpo_"))
+        },
         "start_time": run.info.start_time,
     }
 
@@ -62,7 +71,12 @@ def show_runs(context: QueryContext, limit: int = 10) -> dict[str, Any]:
     experiment_id = context.experiment_id(client)
     if experiment_id is None:
         return {"experiment": context.experiment, "runs": []}
-    runs = client.search_runs([experiment_id], filter_string="tags.`mlpilot.kind` = 'agent_run'", order_by=["attributes.start_time DESC"], max_results=limit)
+    runs = client.search_runs(
+        [experiment_id],
+        filter_string="tags.`mlpilot.kind` = 'agent_run'",
+        order_by=["attributes.start_time DESC"],
+        max_results=limit,
+    )
     return {"experiment": context.experiment, "runs": [_run_summary(r) for r in runs]}
 
 
@@ -72,10 +86,18 @@ def show_best_model(context: QueryContext, metric: str | None = None) -> dict[st
     client = context.client()
     experiment_id = context.experiment_id(client)
     if experiment_id is None:
-        raise MlpilotError(f"experiment {context.experiment!r} has no runs yet", hint="train a model first with mlpilot run")
+        raise MlpilotError(
+            f"experiment {context.experiment!r} has no runs yet",
+            hint="train a model first with mlpilot run",
+        )
     run_id, used = registry.best_run(client, experiment_id, metric)
     run = client.get_run(run_id)
-    return {**_run_summary(run), "ranked_by": f"test_{used}", "value": run.data.metrics.get(f"test_{used}"), "model_uri": registry.model_uri_of_run(client, run_id)}
+    return {
+        **_run_summary(run),
+        "ranked_by": f"test_{used}",
+        "value": run.data.metrics.get(f"test_{used}"),
+        "model_uri": registry.model_uri_of_run(client, run_id),
+    }
 
 
 def compare_runs(context: QueryContext, run_ids: list[str]) -> dict[str, Any]:
@@ -103,11 +125,16 @@ def show_study(context: QueryContext, name: str | None = None) -> dict[str, Any]
     storage = open_storage(context.settings.optuna_storage)
     summaries = optuna.get_all_study_summaries(storage)
     if not summaries:
-        raise MlpilotError("there are no Optuna studies yet", hint="tune a model first, e.g. 'tune a random forest for 30 trials'")
+        raise MlpilotError(
+            "there are no Optuna studies yet",
+            hint="tune a model first, e.g. 'tune a random forest for 30 trials'",
+        )
     if name is None:
         chosen = max(summaries, key=lambda s: s.datetime_start or 0)  # type: ignore[arg-type,return-value]
     else:
-        matches = [s for s in summaries if s.study_name == name] or [s for s in summaries if s.study_name.startswith(name)]
+        matches = [s for s in summaries if s.study_name == name] or [
+            s for s in summaries if s.study_name.startswith(name)
+        ]
         if not matches:
             names = ", ".join(s.study_name for s in summaries[:10])
             raise MlpilotError(f"no study named {name!r}", hint=f"studies: {names}")
@@ -120,7 +147,10 @@ def show_study(context: QueryContext, name: str | None = None) -> dict[str, Any]
         "storage": context.settings.optuna_storage,
         "direction": study.direction.name.lower(),
         "n_trials": len(study.trials),
-        "states": {state: sum(t.state.name == state for t in study.trials) for state in ("COMPLETE", "PRUNED", "FAIL", "RUNNING")},
+        "states": {
+            state: sum(t.state.name == state for t in study.trials)
+            for state in ("COMPLETE", "PRUNED", "FAIL", "RUNNING")
+        },
         "best_value": best.value if best else None,
         "best_params": best.params if best else None,
     }

@@ -38,7 +38,9 @@ def connect(settings: Settings) -> MetadataStore:
     if settings.mongo_uri:
         from mlpilot.tracking.metadata._pymongo import MongoStore
 
-        store: MetadataStore = MongoStore(settings.mongo_uri, settings.mongo_db, settings.mongo_timeout_ms)
+        store: MetadataStore = MongoStore(
+            settings.mongo_uri, settings.mongo_db, settings.mongo_timeout_ms
+        )
     else:
         from mlpilot.tracking.metadata._embedded import EmbeddedStore
 

@@ -25,7 +25,44 @@ def utcnow() -> datetime:
 
 
 def new_event(state: str, message: str = "", **extra: Any) -> dict[str, Any]:
-    return {"id": uuid.uuid4().hex[:12], "at": utcnow(), "state": state, "message": message, **extra}
+    return {
+        "id": uuid.uuid4().hex[:12],
+        "at": utcnow(),
+        "state": state,
+        "message": message,
+        **extra,
+    }
+
+
+_TIMESTAMPS = ("created_at", "updated_at", "finished_at")
+
+
+def _as_datetime(value: Any) -> Any:
+    if isinstance(value, str):
+        try:
+            parsed = datetime.fromisoformat(value)
+        except ValueError:
+            return value
+        return parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
+    if isinstance(value, datetime) and value.tzinfo is None:
+        return value.replace(tzinfo=timezone.utc)
+    return value
+
+
+def revive(doc: dict[str, Any] | None) -> dict[str, Any] | None:
+    """Timestamps as aware datetimes, whichever backend stored them (neosqlite may return text)."""
+    if doc is None:
+        return None
+    for key in _TIMESTAMPS:
+        if key in doc:
+            doc[key] = _as_datetime(doc[key])
+    for event in doc.get("events", []) or []:
+        if isinstance(event, dict) and "at" in event:
+            event["at"] = _as_datetime(event["at"])
+    for message in doc.get("messages", []) or []:
+        if isinstance(message, dict) and "at" in message:
+            message["at"] = _as_datetime(message["at"])
+    return doc
 
 
 class StoreUnavailable(TrackingError):
@@ -56,7 +93,9 @@ class MetadataStore(abc.ABC):
             return fn()
         except Exception as exc:
             if self._unavailable(exc):
-                raise StoreUnavailable(f"metadata store unreachable: {str(exc).splitlines()[0][:200]}") from exc
+                raise StoreUnavailable(
+                    f"metadata store unreachable: {str(exc).splitlines()[0][:200]}"
+                ) from exc
             raise
 
     # -- indexes --------------------------------------------------------------------------------
@@ -71,14 +110,20 @@ class MetadataStore(abc.ABC):
         self._call(create)
 
     # -- runs -----------------------------------------------------------------------------------
-    def create_run(self, run_id: str, fields: dict[str, Any], events: list[dict[str, Any]] = ()) -> None:  # type: ignore[assignment]
+    def create_run(
+        self, run_id: str, fields: dict[str, Any], events: list[dict[str, Any]] = ()
+    ) -> None:  # type: ignore[assignment]
         now = utcnow()
         on_insert = {"created_at": fields.pop("created_at", now), "events": []}
 
         def write() -> None:
             self.collection(RUNS).update_one(
                 {"_id": run_id},
-                {"$setOnInsert": on_insert, "$set": {**fields, "updated_at": now}, "$inc": {"rev": 1}},
+                {
+                    "$setOnInsert": on_insert,
+                    "$set": {**fields, "updated_at": now},
+                    "$inc": {"rev": 1},
+                },
                 upsert=True,
             )
 
@@ -86,7 +131,9 @@ class MetadataStore(abc.ABC):
         if events:
             self.update_run(run_id, {}, list(events))
 
-    def update_run(self, run_id: str, fields: dict[str, Any], events: list[dict[str, Any]] = ()) -> None:  # type: ignore[assignment]
+    def update_run(
+        self, run_id: str, fields: dict[str, Any], events: list[dict[str, Any]] = ()
+    ) -> None:  # type: ignore[assignment]
         def write() -> None:
             coll = self.collection(RUNS)
             for _ in range(_RETRIES):
@@ -94,16 +141,23 @@ class MetadataStore(abc.ABC):
                 if doc is None:
                     coll.update_one(
                         {"_id": run_id},
-                        {"$setOnInsert": {"created_at": utcnow(), "events": []}, "$inc": {"rev": 0}},
+                        {
+                            "$setOnInsert": {"created_at": utcnow(), "events": []},
+                            "$inc": {"rev": 0},
+                        },
                         upsert=True,
                     )
                     continue
                 known = {e.get("id") for e in doc.get("events", []) if isinstance(e, dict)}
-                merged = list(doc.get("events", [])) + [e for e in events if e.get("id") not in known]
+                merged = list(doc.get("events", [])) + [
+                    e for e in events if e.get("id") not in known
+                ]
                 update = {**fields, "updated_at": utcnow()}
                 if len(merged) != len(doc.get("events", [])):
                     update["events"] = merged
-                result = coll.update_one({"_id": run_id, "rev": doc.get("rev", 0)}, {"$set": update, "$inc": {"rev": 1}})
+                result = coll.update_one(
+                    {"_id": run_id, "rev": doc.get("rev", 0)}, {"$set": update, "$inc": {"rev": 1}}
+                )
                 if result.matched_count:
                     return
             raise TrackingError(f"run {run_id}: too many concurrent updates")
@@ -111,7 +165,7 @@ class MetadataStore(abc.ABC):
         self._call(write)
 
     def get_run(self, run_id: str) -> dict[str, Any] | None:
-        return self._call(lambda: self.collection(RUNS).find_one({"_id": run_id}))
+        return revive(self._call(lambda: self.collection(RUNS).find_one({"_id": run_id})))
 
     def find_runs(
         self,
@@ -127,7 +181,7 @@ class MetadataStore(abc.ABC):
             cursor = cursor.sort(sort or [("created_at", -1)])
             if skip:
                 cursor = cursor.skip(skip)
-            return list(cursor.limit(limit))
+            return [revive(doc) for doc in cursor.limit(limit)]
 
         return self._call(read)
 
@@ -135,30 +189,56 @@ class MetadataStore(abc.ABC):
         return int(self._call(lambda: self.collection(RUNS).count_documents(query or {})))
 
     # -- sessions -------------------------------------------------------------------------------
-    def save_session(self, session_id: str, messages: list[dict[str, Any]], context: dict[str, Any]) -> None:
+    def save_session(
+        self, session_id: str, messages: list[dict[str, Any]], context: dict[str, Any]
+    ) -> None:
         now = utcnow()
         self._call(
             lambda: self.collection(SESSIONS).update_one(
                 {"_id": session_id},
-                {"$setOnInsert": {"created_at": now}, "$set": {"messages": messages, "context": context, "updated_at": now}},
+                {
+                    "$setOnInsert": {"created_at": now},
+                    "$set": {"messages": messages, "context": context, "updated_at": now},
+                },
                 upsert=True,
             )
         )
 
     def get_session(self, session_id: str) -> dict[str, Any] | None:
-        return self._call(lambda: self.collection(SESSIONS).find_one({"_id": session_id}))
+        return revive(self._call(lambda: self.collection(SESSIONS).find_one({"_id": session_id})))
 
     def list_sessions(self, limit: int = 20) -> list[dict[str, Any]]:
-        return self._call(lambda: list(self.collection(SESSIONS).find({}).sort([("updated_at", -1)]).limit(limit)))
+        return [
+            revive(d)
+            for d in self._call(
+                lambda: list(
+                    self.collection(SESSIONS).find({}).sort([("updated_at", -1)]).limit(limit)
+                )
+            )
+        ]
 
     # -- benchmarks -----------------------------------------------------------------------------
     def save_benchmark(self, benchmark_id: str, doc: dict[str, Any]) -> None:
         now = utcnow()
         self._call(
             lambda: self.collection(BENCHMARKS).update_one(
-                {"_id": benchmark_id}, {"$setOnInsert": {"created_at": now}, "$set": doc}, upsert=True
+                {"_id": benchmark_id},
+                {"$setOnInsert": {"created_at": now}, "$set": doc},
+                upsert=True,
             )
         )
 
-    def find_benchmarks(self, query: dict[str, Any] | None = None, limit: int = 100) -> list[dict[str, Any]]:
-        return self._call(lambda: list(self.collection(BENCHMARKS).find(query or {}).sort([("created_at", -1)]).limit(limit)))
+    def find_benchmarks(
+        self, query: dict[str, Any] | None = None, limit: int = 100
+    ) -> list[dict[str, Any]]:
+        return [
+            revive(d)
+            for d in self._call(
+                lambda: list(
+                    self.collection(BENCHMARKS)
+                    .find(query or {})
+                    .sort([("created_at", -1)])
+                    .limit(limit)
+                )
+            )
+        ]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 import threading
 from pathlib import Path
@@ -34,7 +35,5 @@ class EmbeddedStore(MetadataStore):
         return isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc)
 
     def close(self) -> None:
-        try:
+        with contextlib.suppress(Exception):
             self._conn.close()
-        except Exception:
-            pass

@@ -94,7 +94,10 @@ class Outbox:
             self.path.unlink(missing_ok=True)
             return
         tmp = self.path.with_suffix(".tmp")
-        tmp.write_text("".join(json.dumps(_encode(op), ensure_ascii=False, default=str) + "\n" for op in ops), encoding="utf-8")
+        tmp.write_text(
+            "".join(json.dumps(_encode(op), ensure_ascii=False, default=str) + "\n" for op in ops),
+            encoding="utf-8",
+        )
         tmp.replace(self.path)
 
 
@@ -113,7 +116,9 @@ def _apply(store: MetadataStore, op: dict[str, Any]) -> None:
 class RecordingStore:
     """A store whose writes never fail for connectivity: they fall back to the outbox."""
 
-    def __init__(self, store: MetadataStore | None, outbox: Outbox, *, store_error: str | None = None) -> None:
+    def __init__(
+        self, store: MetadataStore | None, outbox: Outbox, *, store_error: str | None = None
+    ) -> None:
         self.store = store
         self.outbox = outbox
         self.store_error = store_error
@@ -144,14 +149,31 @@ class RecordingStore:
                 file=sys.stderr,
             )
 
-    def create_run(self, run_id: str, fields: dict[str, Any], events: list[dict[str, Any]] = ()) -> None:  # type: ignore[assignment]
-        self._write({"op": "create_run", "run_id": run_id, "fields": fields, "events": list(events)}, run_id)
+    def create_run(
+        self, run_id: str, fields: dict[str, Any], events: list[dict[str, Any]] = ()
+    ) -> None:  # type: ignore[assignment]
+        self._write(
+            {"op": "create_run", "run_id": run_id, "fields": fields, "events": list(events)}, run_id
+        )
 
-    def update_run(self, run_id: str, fields: dict[str, Any], events: list[dict[str, Any]] = ()) -> None:  # type: ignore[assignment]
-        self._write({"op": "update_run", "run_id": run_id, "fields": fields, "events": list(events)}, run_id)
+    def update_run(
+        self, run_id: str, fields: dict[str, Any], events: list[dict[str, Any]] = ()
+    ) -> None:  # type: ignore[assignment]
+        self._write(
+            {"op": "update_run", "run_id": run_id, "fields": fields, "events": list(events)}, run_id
+        )
 
-    def save_session(self, session_id: str, messages: list[dict[str, Any]], context: dict[str, Any]) -> None:
-        self._write({"op": "save_session", "session_id": session_id, "messages": messages, "context": context})
+    def save_session(
+        self, session_id: str, messages: list[dict[str, Any]], context: dict[str, Any]
+    ) -> None:
+        self._write(
+            {
+                "op": "save_session",
+                "session_id": session_id,
+                "messages": messages,
+                "context": context,
+            }
+        )
 
     def save_benchmark(self, benchmark_id: str, doc: dict[str, Any]) -> None:
         self._write({"op": "save_benchmark", "benchmark_id": benchmark_id, "doc": doc})

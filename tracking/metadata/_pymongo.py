@@ -28,9 +28,16 @@ class MongoStore(MetadataStore):
         return self._db[name]
 
     def _unavailable(self, exc: BaseException) -> bool:
-        from pymongo.errors import AutoReconnect, ConnectionFailure, NetworkTimeout, ServerSelectionTimeoutError
+        from pymongo.errors import (
+            AutoReconnect,
+            ConnectionFailure,
+            NetworkTimeout,
+            ServerSelectionTimeoutError,
+        )
 
-        return isinstance(exc, (AutoReconnect, ConnectionFailure, NetworkTimeout, ServerSelectionTimeoutError))
+        return isinstance(
+            exc, (AutoReconnect, ConnectionFailure, NetworkTimeout, ServerSelectionTimeoutError)
+        )
 
     def close(self) -> None:
         self._client.close()

@@ -17,32 +17,196 @@ def _alt(*terms: str) -> str:
 
 
 MODEL_PATTERNS: list[tuple[str, str]] = [
-    ("hgb", _alt(rf"{_W}hist(ogram)?[ -]?(based )?gradient[ -]?boost(ing|ed)?( (trees?|machine|model|classifier|regressor))?{_E}", rf"{_W}histgradientboosting\w*", rf"{_W}hgb{_E}", rf"{_W}hist ?gbm{_E}", "直方图梯度提升")),
-    ("lgbm", _alt(rf"{_W}light ?gbm{_E}", rf"{_W}lgbm{_E}", rf"{_W}lgb{_E}", rf"{_W}light gradient boosting( machine)?{_E}")),
-    ("xgb", _alt(rf"{_W}xg ?boost{_E}", rf"{_W}xgb{_E}", rf"{_W}extreme gradient boosting{_E}", rf"{_W}boosted (decision )?trees?{_E}", rf"{_W}gradient[ -]boosted trees?{_E}")),
-    ("rf", _alt(rf"{_W}random[ -]?forests?( (model|classifier|regressor|regression))?{_E}", rf"{_W}rf{_E}", rf"{_W}forest (regressor|classifier|model)s?{_E}", rf"{_W}extra[ -]trees{_E}", rf"{_W}forests?{_E}", "随机森林")),
-    ("svm", _alt(rf"{_W}support[ -]vector[ -](machines?|classifier|classification|regressor|regression)s?{_E}", rf"{_W}svms?{_E}", rf"{_W}svc{_E}", rf"{_W}svr{_E}", "支持向量机", "支持向量")),
-    ("knn", _alt(rf"{_W}k[ -]?nearest[ -]?neighbors?{_E}", rf"{_W}nearest[ -]neighbors?{_E}", rf"{_W}k[ -]?nn{_E}", "k近邻", "最近邻", "k 近邻")),
-    ("linear", _alt(rf"{_W}logistic( regression)?{_E}", rf"{_W}logit{_E}", rf"{_W}linear (regression|model|classifier)s?{_E}", rf"{_W}ridge( regression)?{_E}", rf"{_W}lasso{_E}", rf"{_W}elastic ?net{_E}", rf"{_W}linear{_E}", "逻辑回归", "线性回归", "线性模型", "岭回归", "逻辑斯蒂")),
-    ("boosting", _alt(rf"{_W}gradient[ -]?boost(ing|ed)?( (machine|model|classifier|regressor))?{_E}", rf"{_W}gbdt{_E}", rf"{_W}gbm{_E}", "梯度提升", "提升树")),
-    ("auto", _alt(rf"{_W}auto ?ml{_E}", rf"{_W}all (the )?(model|algorithm)s?{_E}", rf"{_W}every (model|algorithm){_E}", rf"{_W}(several|multiple|many|different) (model|algorithm)s{_E}", rf"{_W}(across|over) (model )?famil(y|ies){_E}", rf"{_W}whichever model{_E}", rf"{_W}best (model|algorithm) (family|type){_E}", "自动机器学习", "所有模型", "多种模型", "各种模型")),
+    (
+        "hgb",
+        _alt(
+            rf"{_W}hist(ogram)?[ -]?(based )?gradient[ -]?boost(ing|ed)?( (trees?|machine|model|classifier|regressor))?{_E}",
+            rf"{_W}histgradientboosting\w*",
+            rf"{_W}hgb{_E}",
+            rf"{_W}hist ?gbm{_E}",
+            "直方图梯度提升",
+        ),
+    ),
+    (
+        "lgbm",
+        _alt(
+            rf"{_W}light ?gbm{_E}",
+            rf"{_W}lgbm{_E}",
+            rf"{_W}lgb{_E}",
+            rf"{_W}light gradient boosting( machine)?{_E}",
+        ),
+    ),
+    (
+        "xgb",
+        _alt(
+            rf"{_W}xg ?boost{_E}",
+            rf"{_W}xgb{_E}",
+            rf"{_W}extreme gradient boosting{_E}",
+            rf"{_W}boosted (decision )?trees?{_E}",
+            rf"{_W}gradient[ -]boosted trees?{_E}",
+        ),
+    ),
+    (
+        "rf",
+        _alt(
+            rf"{_W}random[ -]?forests?( (model|classifier|regressor|regression))?{_E}",
+            rf"{_W}rf{_E}",
+            rf"{_W}forest (regressor|classifier|model)s?{_E}",
+            rf"{_W}extra[ -]trees{_E}",
+            rf"{_W}forests?{_E}",
+            "随机森林",
+        ),
+    ),
+    (
+        "svm",
+        _alt(
+            rf"{_W}support[ -]vector[ -](machines?|classifier|classification|regressor|regression)s?{_E}",
+            rf"{_W}svms?{_E}",
+            rf"{_W}svc{_E}",
+            rf"{_W}svr{_E}",
+            "支持向量机",
+            "支持向量",
+        ),
+    ),
+    (
+        "knn",
+        _alt(
+            rf"{_W}k[ -]?nearest[ -]?neighbors?{_E}",
+            rf"{_W}nearest[ -]neighbors?{_E}",
+            rf"{_W}k[ -]?nn{_E}",
+            "k近邻",
+            "最近邻",
+            "k 近邻",
+        ),
+    ),
+    (
+        "linear",
+        _alt(
+            rf"{_W}logistic( regression)?{_E}",
+            rf"{_W}logit{_E}",
+            rf"{_W}linear (regression|model|classifier)s?{_E}",
+            rf"{_W}ridge( regression)?{_E}",
+            rf"{_W}lasso{_E}",
+            rf"{_W}elastic ?net{_E}",
+            rf"{_W}linear{_E}",
+            "逻辑回归",
+            "线性回归",
+            "线性模型",
+            "岭回归",
+            "逻辑斯蒂",
+        ),
+    ),
+    (
+        "boosting",
+        _alt(
+            rf"{_W}gradient[ -]?boost(ing|ed)?( (machine|model|classifier|regressor))?{_E}",
+            rf"{_W}gbdt{_E}",
+            rf"{_W}gbm{_E}",
+            "梯度提升",
+            "提升树",
+        ),
+    ),
+    (
+        "auto",
+        _alt(
+            rf"{_W}auto ?ml{_E}",
+            rf"{_W}all (the )?(model|algorithm)s?{_E}",
+            rf"{_W}every (model|algorithm){_E}",
+            rf"{_W}(several|multiple|many|different) (model|algorithm)s{_E}",
+            rf"{_W}(across|over) (model )?famil(y|ies){_E}",
+            rf"{_W}whichever model{_E}",
+            rf"{_W}best (model|algorithm) (family|type){_E}",
+            "自动机器学习",
+            "所有模型",
+            "多种模型",
+            "各种模型",
+        ),
+    ),
 ]
 MODEL_RES = [(name, re.compile(p)) for name, p in MODEL_PATTERNS]
 #: "gradient boosting" with no library named: the histogram implementation in scikit-learn
 BOOSTING_DEFAULT = "hgb"
 
 METRIC_PATTERNS: list[tuple[str, str]] = [
-    ("pr_auc", _alt(rf"{_W}pr[ -]?auc{_E}", rf"{_W}auc[ -]?pr{_E}", rf"{_W}average precision{_E}", rf"{_W}auprc{_E}", rf"{_W}precision[ -]recall (auc|curve)", "pr曲线下面积")),
-    ("roc_auc", _alt(rf"{_W}roc[ -_]?auc{_E}", rf"{_W}auc[ -_]?roc{_E}", rf"{_W}auroc{_E}", rf"{_W}area under (the )?(roc )?curve{_E}", rf"{_W}auc{_E}", rf"{_W}roc{_E}", "曲线下面积")),
+    (
+        "pr_auc",
+        _alt(
+            rf"{_W}pr[ -]?auc{_E}",
+            rf"{_W}auc[ -]?pr{_E}",
+            rf"{_W}average precision{_E}",
+            rf"{_W}auprc{_E}",
+            rf"{_W}precision[ -]recall (auc|curve)",
+            "pr曲线下面积",
+        ),
+    ),
+    (
+        "roc_auc",
+        _alt(
+            rf"{_W}roc[ -_]?auc{_E}",
+            rf"{_W}auc[ -_]?roc{_E}",
+            rf"{_W}auroc{_E}",
+            rf"{_W}area under (the )?(roc )?curve{_E}",
+            rf"{_W}auc{_E}",
+            rf"{_W}roc{_E}",
+            "曲线下面积",
+        ),
+    ),
     ("balanced_accuracy", _alt(rf"{_W}balanced[ -_]?accuracy{_E}", "平衡准确率")),
     ("accuracy", _alt(rf"{_W}accuracy{_E}", rf"{_W}acc{_E}", "准确率", "正确率", "准确度")),
-    ("f1", _alt(rf"{_W}f1([ -_]?score)?{_E}", rf"{_W}f[ -]score{_E}", rf"{_W}f[ -]measure{_E}", "f1值", "f1分数")),
-    ("log_loss", _alt(rf"{_W}log[ -_]?loss{_E}", rf"{_W}cross[ -]?entropy{_E}", rf"{_W}logarithmic loss{_E}", "对数损失", "交叉熵")),
+    (
+        "f1",
+        _alt(
+            rf"{_W}f1([ -_]?score)?{_E}",
+            rf"{_W}f[ -]score{_E}",
+            rf"{_W}f[ -]measure{_E}",
+            "f1值",
+            "f1分数",
+        ),
+    ),
+    (
+        "log_loss",
+        _alt(
+            rf"{_W}log[ -_]?loss{_E}",
+            rf"{_W}cross[ -]?entropy{_E}",
+            rf"{_W}logarithmic loss{_E}",
+            "对数损失",
+            "交叉熵",
+        ),
+    ),
     ("precision", _alt(rf"{_W}precision{_E}", "精确率", "查准率", "精准率")),
-    ("recall", _alt(rf"{_W}recall{_E}", rf"{_W}sensitivity{_E}", rf"{_W}true positive rate{_E}", "召回率", "查全率")),
-    ("rmse", _alt(rf"{_W}rmse{_E}", rf"{_W}root[ -]mean[ -]squared?[ -]error{_E}", rf"{_W}mse{_E}", rf"{_W}mean squared error{_E}", "均方根误差", "均方误差")),
+    (
+        "recall",
+        _alt(
+            rf"{_W}recall{_E}",
+            rf"{_W}sensitivity{_E}",
+            rf"{_W}true positive rate{_E}",
+            "召回率",
+            "查全率",
+        ),
+    ),
+    (
+        "rmse",
+        _alt(
+            rf"{_W}rmse{_E}",
+            rf"{_W}root[ -]mean[ -]squared?[ -]error{_E}",
+            rf"{_W}mse{_E}",
+            rf"{_W}mean squared error{_E}",
+            "均方根误差",
+            "均方误差",
+        ),
+    ),
     ("mae", _alt(rf"{_W}mae{_E}", rf"{_W}mean absolute error{_E}", "平均绝对误差")),
-    ("r2", _alt(rf"{_W}r[ -]?2{_E}", rf"{_W}r\^2{_E}", rf"{_W}r[ -]squared{_E}", rf"{_W}coefficient of determination{_E}", "决定系数", "拟合优度")),
+    (
+        "r2",
+        _alt(
+            rf"{_W}r[ -]?2{_E}",
+            rf"{_W}r\^2{_E}",
+            rf"{_W}r[ -]squared{_E}",
+            rf"{_W}coefficient of determination{_E}",
+            "决定系数",
+            "拟合优度",
+        ),
+    ),
 ]
 METRIC_RES = [(name, re.compile(p)) for name, p in METRIC_PATTERNS]
 
@@ -99,12 +263,27 @@ INTENTS: dict[str, re.Pattern[str]] = {
         rf"{_W}(best|top|winning|strongest) (model|run)s?{_E}|{_W}(which|what) (model|run)s?\b.*\b(best|highest|lowest|top|max\w*|min\w*|smallest|largest)"
         r"|最好的模型|最佳模型|最优模型|最好的运行|哪个(模型|运行|实验).*(最高|最低|最好|最佳|最优|最大|最小)|最(高|低|好|佳|优)的(模型|运行)"
     ),
-    "compare_runs": _re(rf"{_W}compare\b.*\bruns?{_E}|{_W}runs?\b.*\b(side by side|compare|comparison|diff)" r"|比较.*运行|对比.*运行"),
+    "compare_runs": _re(
+        rf"{_W}compare\b.*\bruns?{_E}|{_W}runs?\b.*\b(side by side|compare|comparison|diff)"
+        r"|比较.*运行|对比.*运行"
+    ),
     "show_study": _re(rf"{_W}(optuna )?stud(y|ies){_E}" r"|研究|调参记录|study"),
-    "quick": _re(rf"{_W}(quick|fast|simple|rough|first)( \w+)? (baseline|model|look|try|pass)|{_W}baseline{_E}" r"|快速|基线|简单模型"),
-    "classification": _re(rf"{_W}(classif\w*|binary|whether|yes[ /]no|categori[sz]e|churns? or not)" r"|分类|是否|二分类|多分类"),
-    "regression": _re(rf"{_W}(regression|regressor|regress|how much|how many|continuous)" r"|(?<!逻辑)(?<!逻辑斯蒂)回归|多少"),
-    "show": _re(rf"{_W}(show|list|display|what is|what's|which is|tell me|get|print|view|see|find)" r"|显示|列出|查看|展示|哪个|哪一个|看看|是什么|给我"),
+    "quick": _re(
+        rf"{_W}(quick|fast|simple|rough|first)( \w+)? (baseline|model|look|try|pass)|{_W}baseline{_E}"
+        r"|快速|基线|简单模型"
+    ),
+    "classification": _re(
+        rf"{_W}(classif\w*|binary|whether|yes[ /]no|categori[sz]e|churns? or not)"
+        r"|分类|是否|二分类|多分类"
+    ),
+    "regression": _re(
+        rf"{_W}(regression|regressor|regress|how much|how many|continuous)"
+        r"|(?<!逻辑)(?<!逻辑斯蒂)回归|多少"
+    ),
+    "show": _re(
+        rf"{_W}(show|list|display|what is|what's|which is|tell me|get|print|view|see|find)"
+        r"|显示|列出|查看|展示|哪个|哪一个|看看|是什么|给我"
+    ),
 }
 
 # "logistic regression" names a model, not a regression task.
@@ -120,15 +299,56 @@ def _neg(*things: str) -> re.Pattern[str]:
 
 
 NEGATIONS: dict[str, re.Pattern[str]] = {
-    "tune": _neg(r"tun(e|ing)( it| them| the \w+)?", r"hyper[ -]?parameter (tuning|search|optimization)", r"optimiz(e|ing|ation)", r"search", r"hpo", r"调参", r"调优", r"超参数?(搜索|优化)?", r"优化参数"),
-    "warm_start": _neg(r"(the )?(meta[ -]learned )?warm[ -]?start(ing)?", r"prior", r"热启动", r"预热"),
-    "features": _neg(r"feature engineering", r"engineered features", r"engineering", r"new features", r"feature creation", r"特征工程", r"构造特征"),
-    "clean": _neg(r"cleaning", r"clean(ing)? (the )?data", r"data cleaning", r"imputation", r"清洗", r"数据清洗"),
-    "early_stopping": _neg(r"early[ -]?stopping", r"early stop", r"stop(ping)? early", r"early termination", r"pruning", r"提前停止", r"早停"),
+    "tune": _neg(
+        r"tun(e|ing)( it| them| the \w+)?",
+        r"hyper[ -]?parameter (tuning|search|optimization)",
+        r"optimiz(e|ing|ation)",
+        r"search",
+        r"hpo",
+        r"调参",
+        r"调优",
+        r"超参数?(搜索|优化)?",
+        r"优化参数",
+    ),
+    "warm_start": _neg(
+        r"(the )?(meta[ -]learned )?warm[ -]?start(ing)?", r"prior", r"热启动", r"预热"
+    ),
+    "features": _neg(
+        r"feature engineering",
+        r"engineered features",
+        r"engineering",
+        r"new features",
+        r"feature creation",
+        r"特征工程",
+        r"构造特征",
+    ),
+    "clean": _neg(
+        r"cleaning",
+        r"clean(ing)? (the )?data",
+        r"data cleaning",
+        r"imputation",
+        r"清洗",
+        r"数据清洗",
+    ),
+    "early_stopping": _neg(
+        r"early[ -]?stopping",
+        r"early stop",
+        r"stop(ping)? early",
+        r"early termination",
+        r"pruning",
+        r"提前停止",
+        r"早停",
+    ),
     "target_encoding": _neg(r"target[ -]?encoding", r"target encode", r"目标编码"),
     "evaluate": _neg(r"cross[ -]?validation", r"cv", r"evaluation", r"交叉验证"),
     "importance": _neg(r"(feature )?importance", r"特征重要性"),
-    "datetime": _neg(r"date(time)? (features|ones|parts)", r"(the )?datetime( ones)?", r"calendar features", r"日期特征", r"时间特征"),
+    "datetime": _neg(
+        r"date(time)? (features|ones|parts)",
+        r"(the )?datetime( ones)?",
+        r"calendar features",
+        r"日期特征",
+        r"时间特征",
+    ),
     "duplicates": _neg(r"(duplicate|dedup)\w*( removal)?", r"(removing )?duplicates", r"去重"),
     "interactions": _neg(r"interactions?( features)?", r"交互特征"),
 }
@@ -142,10 +362,22 @@ STOP_EARLY = re.compile(
 )
 STRATEGIES: list[tuple[str, re.Pattern[str]]] = [
     ("median", re.compile(rf"{_W}median{_E}|中位数")),
-    ("mean", re.compile(rf"{_W}(mean|average)[ -]?(imputation|impute|fill|value)|{_W}(fill|impute|replace)\w*\b.*\b(mean|average){_E}|均值|平均值")),
+    (
+        "mean",
+        re.compile(
+            rf"{_W}(mean|average)[ -]?(imputation|impute|fill|value)|{_W}(fill|impute|replace)\w*\b.*\b(mean|average){_E}|均值|平均值"
+        ),
+    ),
     ("mode", re.compile(rf"{_W}(mode|most frequent)( value| imputation)?{_E}|众数")),
-    ("drop", re.compile(rf"{_W}(drop|remove|delete|discard)\w*\b.*\b(rows?|records?|samples?)\b.*\b(missing|nan|null|empty)|{_W}(drop|remove|delete)\w* (the )?(missing|incomplete|nan|null)|(删除|删掉|丢弃|去掉|剔除).{{0,6}}(缺失|空值)")),
+    (
+        "drop",
+        re.compile(
+            rf"{_W}(drop|remove|delete|discard)\w*\b.*\b(rows?|records?|samples?)\b.*\b(missing|nan|null|empty)|{_W}(drop|remove|delete)\w* (the )?(missing|incomplete|nan|null)|(删除|删掉|丢弃|去掉|剔除).{{0,6}}(缺失|空值)"
+        ),
+    ),
 ]
 KEEP_DUPLICATES = re.compile(rf"{_W}(keep|retain|leave|preserve)( the| all)? duplicate|保留重复")
 MODEL_URI = re.compile(r"(?<![\w/])(models:/[^\s,;'\"]+|runs:/[^\s,;'\"]+)")
-FILE_RE = re.compile(r"(?<![\w./\\-])((?:[\w.\-]+[/\\])*[\w.\-]+\.(?:csv|tsv|parquet|pq|jsonl|ndjson|json|xlsx|xls))(?![\w])")
+FILE_RE = re.compile(
+    r"(?<![\w./\\-])((?:[\w.\-]+[/\\])*[\w.\-]+\.(?:csv|tsv|parquet|pq|jsonl|ndjson|json|xlsx|xls))(?![\w])"
+)

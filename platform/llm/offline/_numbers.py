@@ -8,7 +8,9 @@ _W = r"(?<![a-z0-9_])"
 _N = r"(\d+(?:\.\d+)?)"
 
 TRIALS = [
-    re.compile(rf"{_N}\s*(?:optuna |hpo |tuning |search |optimization )?(?:trials?|iterations?|evals?|evaluations?|tries|attempts|configs?|configurations?|candidates?|samples? of hyper\w*){'(?![a-z])'}"),
+    re.compile(
+        rf"{_N}\s*(?:optuna |hpo |tuning |search |optimization )?(?:trials?|iterations?|evals?|evaluations?|tries|attempts|configs?|configurations?|candidates?|samples? of hyper\w*){'(?![a-z])'}"
+    ),
     re.compile(rf"(?:trials?|iterations?|n_trials)\s*(?:=|:|of|to)?\s*{_N}(?![\d.])"),
     re.compile(rf"{_N}\s*(?:次试验|次迭代|次搜索|组参数|个试验|次|轮|组)"),
     re.compile(rf"(?:试验|迭代|搜索|调参|尝试)\s*{_N}"),
@@ -34,9 +36,28 @@ RUN_LIMIT = [
     re.compile(rf"(?:最近|最新|前)\s*{_N}\s*(?:次|个|条)?"),
 ]
 _UNITS = {
-    "s": 1, "sec": 1, "secs": 1, "second": 1, "seconds": 1, "秒": 1, "秒钟": 1,
-    "m": 60, "min": 60, "mins": 60, "minute": 60, "minutes": 60, "分钟": 60, "分": 60,
-    "h": 3600, "hr": 3600, "hrs": 3600, "hour": 3600, "hours": 3600, "小时": 3600, "个小时": 3600, "钟头": 3600,
+    "s": 1,
+    "sec": 1,
+    "secs": 1,
+    "second": 1,
+    "seconds": 1,
+    "秒": 1,
+    "秒钟": 1,
+    "m": 60,
+    "min": 60,
+    "mins": 60,
+    "minute": 60,
+    "minutes": 60,
+    "分钟": 60,
+    "分": 60,
+    "h": 3600,
+    "hr": 3600,
+    "hrs": 3600,
+    "hour": 3600,
+    "hours": 3600,
+    "小时": 3600,
+    "个小时": 3600,
+    "钟头": 3600,
 }
 DURATION = re.compile(
     rf"{_N}\s*[- ]?(seconds?|secs?|minutes?|mins?|hours?|hrs?|s|m|h|秒钟|秒|分钟|个小时|小时|钟头)(?![a-z])"
@@ -58,7 +79,9 @@ def _as_int(text: str) -> int | None:
     return int(value) if value.is_integer() else None
 
 
-def first_int(patterns: list[re.Pattern[str]], text: str, low: int = 1, high: int = 100000) -> int | None:
+def first_int(
+    patterns: list[re.Pattern[str]], text: str, low: int = 1, high: int = 100000
+) -> int | None:
     for pattern in patterns:
         for match in pattern.finditer(text):
             value = _as_int(match.group(1))
@@ -75,7 +98,7 @@ def duration_seconds(text: str) -> int | None:
         if unit:
             seconds = value * unit
             if seconds >= 1:
-                return int(round(seconds))
+                return round(seconds)
     for pattern, seconds in WORD_DURATIONS:
         if pattern.search(text):
             return seconds

@@ -20,14 +20,18 @@ from mlpilot.platform.plan.validate import describe_candidates
 
 _NAME = r"[\"'`“”‘’]?([a-z0-9][\w.\-]*[a-z0-9]|[a-z0-9])[\"'`“”‘’]?"
 _REGISTER_NAME = [
-    re.compile(rf"(?:register\w*|save|publish|promot\w*)\b.*?\b(?:as|under|named|called|with (?:the )?name|to)\s+(?:the )?(?:name |model )?{_NAME}"),
+    re.compile(
+        rf"(?:register\w*|save|publish|promot\w*)\b.*?\b(?:as|under|named|called|with (?:the )?name|to)\s+(?:the )?(?:name |model )?{_NAME}"
+    ),
     re.compile(rf"(?:注册为|注册成|注册到|命名为|名为|名称为|叫做|叫)\s*{_NAME}"),
     re.compile(rf"(?:model name|registered model|name)\s*[=:]\s*{_NAME}"),
 ]
 _ALIAS = [
     re.compile(rf"(?:alias|tag(?:ged)?)\s*(?:of|as|=|:)?\s*@?{_NAME}"),
     re.compile(r"@([a-z][\w\-]*)"),
-    re.compile(r"(?:as|to) (?:the |our )?(champion|challenger|production|staging|candidate|baseline)\b"),
+    re.compile(
+        r"(?:as|to) (?:the |our )?(champion|challenger|production|staging|candidate|baseline)\b"
+    ),
     re.compile(rf"(?:别名|别名为|设为|设置为|标记为)\s*{_NAME}"),
 ]
 _STUDY_NAMES = [
@@ -35,11 +39,55 @@ _STUDY_NAMES = [
     re.compile(rf"研究\s*{_NAME}"),
     re.compile(rf"{_NAME}\s*(?:的)?\s*(?:optuna )?(?:study|研究)"),
 ]
-_RUN_ID = re.compile(r"(?<![\w-])([0-9a-f]{32}|[a-z0-9]*\d[a-z0-9]*[a-z][a-z0-9]*|[a-z][a-z0-9]*\d[a-z0-9]*|[0-9a-f]{6,})(?![\w-])")
-_NOT_IDS = {"r2", "f1", "top5", "top10", "cv5", "k8s", "3d", "2d", "gpu", "cpu", "utf8", "md5", "sha256", "s3", "ec2"}
+_RUN_ID = re.compile(
+    r"(?<![\w-])([0-9a-f]{32}|[a-z0-9]*\d[a-z0-9]*[a-z][a-z0-9]*|[a-z][a-z0-9]*\d[a-z0-9]*|[0-9a-f]{6,})(?![\w-])"
+)
+_NOT_IDS = {
+    "r2",
+    "f1",
+    "top5",
+    "top10",
+    "cv5",
+    "k8s",
+    "3d",
+    "2d",
+    "gpu",
+    "cpu",
+    "utf8",
+    "md5",
+    "sha256",
+    "s3",
+    "ec2",
+}
 _STOP_NAMES = {
-    "the", "a", "an", "model", "it", "this", "that", "best", "with", "and", "alias", "version", "named", "called",
-    "name", "for", "to", "of", "optuna", "show", "me", "my", "latest", "last", "recent", "results", "result", "details",
+    "the",
+    "a",
+    "an",
+    "model",
+    "it",
+    "this",
+    "that",
+    "best",
+    "with",
+    "and",
+    "alias",
+    "version",
+    "named",
+    "called",
+    "name",
+    "for",
+    "to",
+    "of",
+    "optuna",
+    "show",
+    "me",
+    "my",
+    "latest",
+    "last",
+    "recent",
+    "results",
+    "result",
+    "details",
 }
 
 
@@ -52,7 +100,12 @@ class OfflinePlanner(Planner):
         parsed = Parsed(request)
         plan = parsed.build()
         validated = validate_plan(plan, request.registry, request.profile, check_files=False)
-        return PlanResult(plan=validated.plan, planner=self.name, task=validated.task, notes=validated.notes + parsed.notes)
+        return PlanResult(
+            plan=validated.plan,
+            planner=self.name,
+            task=validated.task,
+            notes=validated.notes + parsed.notes,
+        )
 
 
 class Parsed:
@@ -68,7 +121,9 @@ class Parsed:
                 protected.update(re.split(r"[\s_\-]+", column.name.lower()))
         self.text = correct_typos(normalize(request.prompt), protected)
         self.intents = {name for name, pattern in lex.INTENTS.items() if pattern.search(self.text)}
-        self.negated = {name for name, pattern in lex.NEGATIONS.items() if pattern.search(self.text)}
+        self.negated = {
+            name for name, pattern in lex.NEGATIONS.items() if pattern.search(self.text)
+        }
         self.model = self._model()
         self.metric = self._metric()
         budget_free = num.strip_durations(self.text)
@@ -85,7 +140,11 @@ class Parsed:
         for name, pattern in lex.MODEL_RES:
             for match in pattern.finditer(text):
                 found.append((match.start(), name))
-                text = text[: match.start()] + " " * (match.end() - match.start()) + text[match.end() :]
+                text = (
+                    text[: match.start()]
+                    + " " * (match.end() - match.start())
+                    + text[match.end() :]
+                )
         if not found:
             return None
         name = min(found)[1]
@@ -97,7 +156,11 @@ class Parsed:
         for name, pattern in lex.METRIC_RES:
             for match in pattern.finditer(text):
                 found.append((match.start(), name))
-                text = text[: match.start()] + " " * (match.end() - match.start()) + text[match.end() :]
+                text = (
+                    text[: match.start()]
+                    + " " * (match.end() - match.start())
+                    + text[match.end() :]
+                )
         return min(found)[1] if found else None
 
     def has(self, intent: str) -> bool:
@@ -108,12 +171,25 @@ class Parsed:
         query = self._query_plan()
         if query is not None:
             return query
-        wants_model = self.has("train") or self.has("tune") or self.has("compare_engines") or self.has("evaluate")
-        wants_data_work = wants_model or self.has("importance") or self.has("clean") or self.has("features") or self.has("quick")
+        wants_model = (
+            self.has("train")
+            or self.has("tune")
+            or self.has("compare_engines")
+            or self.has("evaluate")
+        )
+        wants_data_work = (
+            wants_model
+            or self.has("importance")
+            or self.has("clean")
+            or self.has("features")
+            or self.has("quick")
+        )
         tail = self._tail_steps()
         if not wants_data_work or (self.request.profile is None and not self._session_data()):
             if tail:
-                return Plan(steps=tail, template=self._tail_template(tail), rationale=self._rationale(tail))
+                return Plan(
+                    steps=tail, template=self._tail_template(tail), rationale=self._rationale(tail)
+                )
             if self.request.profile is None and wants_data_work:
                 raise PlanError("this request needs a data file", hint="pass it with --data FILE")
             if self.request.profile is not None:
@@ -129,19 +205,34 @@ class Parsed:
         return self.request.context.get("data_path")
 
     def _query_plan(self) -> Plan | None:
-        pipeline_words = self.has("train") or self.has("tune") or self.has("importance") or self.has("clean")
+        pipeline_words = (
+            self.has("train") or self.has("tune") or self.has("importance") or self.has("clean")
+        )
         if self.has("compare_runs"):
             ids = self._run_ids()
             if len(ids) >= 2 or not pipeline_words:
                 return _single("compare_runs", {"run_ids": ids})
-        if self.has("show_study") and (self.has("show") or not pipeline_words) and not self.has("tune"):
+        if (
+            self.has("show_study")
+            and (self.has("show") or not pipeline_words)
+            and not self.has("tune")
+        ):
             return _single("show_study", {"name": self._original_case(self._study_name())})
         if self.has("show_runs") and not self.has("register"):
             limit = num.first_int(num.RUN_LIMIT, self.text, 1, 1000) or 10
             return _single("show_runs", {"limit": limit})
-        if self.has("best_model") and not self.has("register") and not self.has("tune") and (self.has("show") or not self.has("train")):
+        if (
+            self.has("best_model")
+            and not self.has("register")
+            and not self.has("tune")
+            and (self.has("show") or not self.has("train"))
+        ):
             return _single("show_best_model", {"metric": self.metric})
-        if self.has("describe") and not (self.has("tune") or self.has("importance")) and not re.search(r"\b(train|fit)\b|训练", self.text):
+        if (
+            self.has("describe")
+            and not (self.has("tune") or self.has("importance"))
+            and not re.search(r"\b(train|fit)\b|训练", self.text)
+        ):
             return _single("describe_data", {})
         return None
 
@@ -249,10 +340,20 @@ class Parsed:
         task = self._task()
         tune = self.has("tune") and "tune" not in self.negated
         model = self.model
-        if model == "auto" and not tune and (self.trials or self.timeout_s or re.search(r"automl|auto ml|自动机器学习", self.text)):
+        if (
+            model == "auto"
+            and not tune
+            and (
+                self.trials
+                or self.timeout_s
+                or re.search(r"automl|auto ml|自动机器学习", self.text)
+            )
+        ):
             tune = True
         template, params = self._choose_template(wants_model, tune, model)
-        plan = request.templates.get(template).instantiate(params, data_path=data_path, target=target, task=task)
+        plan = request.templates.get(template).instantiate(
+            params, data_path=data_path, target=target, task=task
+        )
         self._adjust(plan, tune, model)
         if self.has("compare_engines") and plan.step("compare_engines") is None:
             plan.steps.append(Step("compare_engines", {}))
@@ -260,17 +361,33 @@ class Parsed:
         plan.rationale = self._rationale(plan.steps, template, target)
         return plan
 
-    def _choose_template(self, wants_model: bool, tune: bool, model: str | None) -> tuple[str, dict[str, Any]]:
+    def _choose_template(
+        self, wants_model: bool, tune: bool, model: str | None
+    ) -> tuple[str, dict[str, Any]]:
         if self.has("compare_engines") and not tune:
             return "engine-comparison", {"model": model if model not in (None, "auto") else "rf"}
         if tune:
             if model in (None, "auto"):
-                return "full-automl", {"trials": self.trials, "timeout_s": self.timeout_s if self.timeout_s else (None if self.trials else 600)}
+                return "full-automl", {
+                    "trials": self.trials,
+                    "timeout_s": self.timeout_s
+                    if self.timeout_s
+                    else (None if self.trials else 600),
+                }
             return f"hpo-{model}", {"trials": self.trials or 50, "metric": self.metric}
-        only_importance = self.has("importance") and not re.search(r"\b(train|fit|build)\w*|训练|建模", self.text) and model is None
+        only_importance = (
+            self.has("importance")
+            and not re.search(r"\b(train|fit|build)\w*|训练|建模", self.text)
+            and model is None
+        )
         if only_importance and not self.has("evaluate"):
             return "feature-discovery", {"top_k": self.top_k or 10}
-        if self.has("clean") and not wants_model and not self.has("importance") and not self.has("features"):
+        if (
+            self.has("clean")
+            and not wants_model
+            and not self.has("importance")
+            and not self.has("features")
+        ):
             return "clean-only", {"strategy": self._strategy() or "auto"}
         if "features" in self.negated:
             return "no-feature-engineering", {"model": model or "auto"}
@@ -292,28 +409,41 @@ class Parsed:
         strategy = self._strategy()
         if strategy and has("clean_data"):
             next(s for s in steps if s.tool == "clean_data").args["strategy"] = strategy
-        if ("duplicates" in self.negated or lex.KEEP_DUPLICATES.search(self.text)) and has("clean_data"):
+        if ("duplicates" in self.negated or lex.KEEP_DUPLICATES.search(self.text)) and has(
+            "clean_data"
+        ):
             next(s for s in steps if s.tool == "clean_data").args["drop_duplicates"] = False
         if "clean" in self.negated and not strategy:
             plan.steps = steps = [s for s in steps if s.tool != "clean_data"]
         if "features" in self.negated:
             plan.steps = steps = [s for s in steps if s.tool != "engineer_features"]
         elif self.has("features") and not has("engineer_features"):
-            index = next(i for i, s in enumerate(steps) if s.tool not in ("load_data", "clean_data"))
+            index = next(
+                i for i, s in enumerate(steps) if s.tool not in ("load_data", "clean_data")
+            )
             steps.insert(index, Step("engineer_features", {}))
         for step in steps:
             if step.tool == "engineer_features":
-                if re.search(r"date|time|calendar|日期|时间", self.text) and "datetime" not in self.negated:
+                if (
+                    re.search(r"date|time|calendar|日期|时间", self.text)
+                    and "datetime" not in self.negated
+                ):
                     step.args["datetime"] = True
                 if "datetime" in self.negated:
                     step.args["datetime"] = False
-                if re.search(r"target[ -]?encod|目标编码", self.text) and "target_encoding" not in self.negated:
+                if (
+                    re.search(r"target[ -]?encod|目标编码", self.text)
+                    and "target_encoding" not in self.negated
+                ):
                     step.args["target_encoding"] = True
                 if "target_encoding" in self.negated:
                     step.args["target_encoding"] = False
                 if re.search(r"interaction|交互", self.text) and "interactions" not in self.negated:
                     step.args["interactions"] = True
-                    most = re.search(r"(?:at most|up to|max(?:imum)?(?: of)?|no more than|limit(?:ed)? to|最多|不超过)\s*(\d+)", self.text)
+                    most = re.search(
+                        r"(?:at most|up to|max(?:imum)?(?: of)?|no more than|limit(?:ed)? to|最多|不超过)\s*(\d+)",
+                        self.text,
+                    )
                     if most and 1 <= int(most.group(1)) <= 100:
                         step.args["max_interactions"] = int(most.group(1))
                 if "interactions" in self.negated:
@@ -340,14 +470,22 @@ class Parsed:
                     step.args["method"] = "permutation"
                 elif re.search(r"impurity|gini|不纯度|基尼", self.text):
                     step.args["method"] = "impurity"
-        model_step = next((i for i, s in enumerate(steps) if s.tool in ("train_model", "optimize_model")), None)
-        if (self.has("importance") or self.top_k) and "importance" not in self.negated and not has("feature_importance"):
+        model_step = next(
+            (i for i, s in enumerate(steps) if s.tool in ("train_model", "optimize_model")), None
+        )
+        if (
+            (self.has("importance") or self.top_k)
+            and "importance" not in self.negated
+            and not has("feature_importance")
+        ):
             steps.append(Step("feature_importance", {"top_k": self.top_k or 10}))
         if "importance" in self.negated:
             plan.steps = steps = [s for s in steps if s.tool != "feature_importance"]
         self._place_importance(steps)
         if model_step is not None and "evaluate" not in self.negated:
-            wants_cv = self.folds is not None or re.search(r"cross[ -]?valid|\bcv\b|交叉验证|评估|evaluat", self.text)
+            wants_cv = self.folds is not None or re.search(
+                r"cross[ -]?valid|\bcv\b|交叉验证|评估|evaluat", self.text
+            )
             if wants_cv and not has("evaluate_model"):
                 steps.insert(model_step + 1, Step("evaluate_model", {"cv_folds": self.folds or 5}))
             for step in steps:
@@ -362,16 +500,24 @@ class Parsed:
         The runtime always computes importance on the plan's final model, wherever it sits.
         """
         index = next((i for i, s in enumerate(steps) if s.tool == "feature_importance"), None)
-        model_index = next((i for i, s in enumerate(steps) if s.tool in ("train_model", "optimize_model")), None)
+        model_index = next(
+            (i for i, s in enumerate(steps) if s.tool in ("train_model", "optimize_model")), None
+        )
         if index is None or model_index is None or not self.has("importance"):
             return
         asked = lex.INTENTS["importance"].search(self.text)
-        model_words = [m.start() for pattern in (lex.INTENTS["tune"], lex.INTENTS["train"]) if (m := pattern.search(self.text))]
+        model_words = [
+            m.start()
+            for pattern in (lex.INTENTS["tune"], lex.INTENTS["train"])
+            if (m := pattern.search(self.text))
+        ]
         if asked and model_words and asked.start() < min(model_words):
             step = steps.pop(index)
             steps.insert(model_index, step)
 
-    def _rationale(self, steps: list[Step], template: str | None = None, target: str | None = None) -> str:
+    def _rationale(
+        self, steps: list[Step], template: str | None = None, target: str | None = None
+    ) -> str:
         parts = [f"template {template}" if template else "custom plan"]
         if target:
             parts.append(f"target {target!r}")

@@ -144,7 +144,10 @@ def resolve_target(text: str, profile: DataProfile) -> str | None:
         if CUE.search(before):
             mention.score += 2.0
         # columns named as features to transform are not the target
-        if re.search(r"(encod\w*|one[- ]hot|drop|exclud\w*|ignor\w*|without|remove|编码|删除|去掉)\s*(the )?$", before):
+        if re.search(
+            r"(encod\w*|one[- ]hot|drop|exclud\w*|ignor\w*|without|remove|编码|删除|去掉)\s*(the )?$",
+            before,
+        ):
             mention.score -= 3.0
     best = max(mentions, key=lambda m: (m.score, m.start))
     return best.column

@@ -1,0 +1,55 @@
+# mlpilot — the two commands a newcomer needs: `make demo` and `make test`.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+DEMO_ROWS ?= 20000
+DEMO_DATA ?= data/sales.csv
+DEMO_PROMPT ?= find the key features driving sales and train a random forest
+PYTEST_ARGS ?=
+
+.PHONY: demo test lint format gpu-check bench clean install install-dev
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+
+$(VENV)/.installed: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install -q -e .
+	touch $@
+
+$(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install -q -e '.[dev]'
+	touch $@ $(VENV)/.installed
+
+install: $(VENV)/.installed
+install-dev: $(VENV)/.installed-dev
+
+## demo: install, generate sample sales data, launch a tracked experiment from one sentence
+demo: $(VENV)/.installed
+	$(BIN)/mlpilot datasets sales --rows $(DEMO_ROWS) --out $(DEMO_DATA)
+	$(BIN)/mlpilot run "$(DEMO_PROMPT)" --data $(DEMO_DATA)
+	@echo
+	@echo "Where to look:"
+	@echo "  MLflow UI:   $(BIN)/mlflow ui --backend-store-uri sqlite:///$${MLPILOT_HOME:-$$HOME/.mlpilot}/mlflow.db"
+	@echo "  runs:        $(BIN)/mlpilot runs list"
+	@echo "  plan only:   $(BIN)/mlpilot plan \"tune xgboost for 30 trials to predict sales\" --data $(DEMO_DATA)"
+
+## test: install the dev extra and what the tests need, then run the whole suite
+test: $(VENV)/.installed-dev
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+lint: $(VENV)/.installed-dev
+	$(BIN)/ruff format --check .
+	$(BIN)/ruff check .
+
+format: $(VENV)/.installed-dev
+	$(BIN)/ruff format .
+	$(BIN)/ruff check --fix .
+
+## gpu-check: on a machine with a CUDA GPU and the gpu extra installed
+gpu-check: $(VENV)/.installed-dev
+	$(BIN)/python -m pip install -q -e '.[gpu]'
+	$(BIN)/python -m pytest -m gpu -rs tests/gpu
+
+clean:
+	rm -rf $(VENV) build dist *.egg-info .pytest_cache .ruff_cache

@@ -1,0 +1,48 @@
+"""Shared fixtures: an isolated MLPILOT_HOME, sample data, and real servers for integration tests."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from helpers import NxServer
+
+_SCRUBBED = (
+    "MLFLOW_TRACKING_URI",
+    "MLFLOW_RUN_ID",
+    "MLPILOT_MONGO_URI",
+    "MLPILOT_OPTUNA_STORAGE",
+    "MLPILOT_ENGINE",
+    "MLPILOT_EXPERIMENT",
+    "NVIDIA_API_KEY",
+    "OPENAI_API_KEY",
+    "MLPILOT_LLM_BASE_URL",
+)
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A fresh MLPILOT_HOME with the embedded defaults and the offline planner."""
+    path = tmp_path / "home"
+    for name in _SCRUBBED:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("MLPILOT_HOME", str(path))
+    monkeypatch.setenv("MLPILOT_LLM", "offline")
+    monkeypatch.chdir(tmp_path)
+    return path
+
+
+@pytest.fixture(scope="session")
+def sales_csv(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from mlpilot.platform.datasets import make_sales, write_table
+
+    return write_table(make_sales(2000, seed=11), tmp_path_factory.mktemp("data") / "sales.csv")
+
+
+@pytest.fixture(scope="session")
+def nx_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NxServer]:
+    server = NxServer(tmp_path_factory.mktemp("nx"))
+    server.start()
+    yield server
+    server.stop()

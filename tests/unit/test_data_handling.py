@@ -1,0 +1,102 @@
+"""Reading files and detecting column kinds, with one-line errors for bad input."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from mlpilot.platform.errors import DataError
+from mlpilot.platform.ml.dtypes import coerce_column, detect_column, detect_schema
+from mlpilot.platform.ml.io import read_table
+from mlpilot.platform.ml.profile import profile_table
+
+
+def test_kinds_are_detected() -> None:
+    frame = pd.DataFrame(
+        {
+            "mixed_dates": ["2024-01-05", "01/06/2024", "Jan 7, 2024"] * 10,
+            "money": ["1,234.5", "$12", "45%"] * 10,
+            "yes_no": ["Yes", "No", "Yes"] * 10,
+            "customer_id": [f"C{i:04d}" for i in range(30)],
+            "row_number": list(range(30)),
+            "city": ["a", "b", None] * 10,
+            "constant": [1] * 30,
+            "empty": [np.nan] * 30,
+            "flag": [0, 1, 1] * 10,
+            "price": np.linspace(1, 2, 30),
+        }
+    )
+    kinds = {spec.name: spec.kind for spec in detect_schema(frame)}
+    assert kinds == {
+        "mixed_dates": "datetime",
+        "money": "numeric",
+        "yes_no": "boolean",
+        "customer_id": "identifier",
+        "row_number": "identifier",
+        "city": "categorical",
+        "constant": "constant",
+        "empty": "empty",
+        "flag": "boolean",
+        "price": "numeric",
+    }
+
+
+def test_three_date_formats_in_one_column_all_parse() -> None:
+    series = pd.Series(["2024-01-05", "01/06/2024", "Jan 7, 2024", None])
+    spec = detect_column("when", series.dropna().repeat(10).reset_index(drop=True))
+    parsed = coerce_column(series, spec)
+    assert list(parsed[:3].dt.day) == [5, 6, 7] and pd.isna(parsed[3])
+
+
+def test_numeric_strings_become_numbers() -> None:
+    spec = detect_column("money", pd.Series(["1,234.5", "$12", "45%"] * 10))
+    assert list(coerce_column(pd.Series(["1,234.5", "$12", "oops"]), spec)[:2]) == [1234.5, 12.0]
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b"", "is empty"),
+        (b"a,b,target\n", "has a header but no data rows"),
+        (b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + bytes(range(256)), "not a tabular text file"),
+    ],
+)
+def test_bad_files_get_one_line_errors(tmp_path: Path, content: bytes, message: str) -> None:
+    path = tmp_path / "data.csv"
+    path.write_bytes(content)
+    with pytest.raises(DataError) as info:
+        read_table(path)
+    assert message in info.value.one_line() and "\n" not in info.value.one_line()
+
+
+def test_missing_file(tmp_path: Path) -> None:
+    with pytest.raises(DataError, match="data file not found"):
+        read_table(tmp_path / "nope.csv")
+
+
+def test_duplicate_column_names_are_kept_apart_and_noted(tmp_path: Path) -> None:
+    path = tmp_path / "dup.csv"
+    path.write_text("a,a,b\n1,2,3\n4,5,6\n")
+    profile = profile_table(path)
+    assert profile.names == ["a", "a.1", "b"]
+    assert "duplicate column names" in profile.notes[0]
+
+
+def test_chinese_column_names_and_gbk_encoding(tmp_path: Path) -> None:
+    path = tmp_path / "cn.csv"
+    path.write_bytes(
+        "日期,门店,销售额\n2024-01-01,北京,10.5\n2024-01-02,上海,11\n".encode("gb18030")
+    )
+    frame = read_table(path)
+    assert list(frame.columns) == ["日期", "门店", "销售额"] and frame["门店"].iloc[0] == "北京"
+
+
+def test_parquet_and_json_lines(tmp_path: Path) -> None:
+    frame = pd.DataFrame({"x": [1, 2], "y": ["a", "b"]})
+    frame.to_parquet(tmp_path / "d.parquet")
+    frame.to_json(tmp_path / "d.jsonl", orient="records", lines=True)
+    assert read_table(tmp_path / "d.parquet").equals(frame)
+    assert list(read_table(tmp_path / "d.jsonl")["y"]) == ["a", "b"]

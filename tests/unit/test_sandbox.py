@@ -1,0 +1,76 @@
+"""Tier-1 containment: scrubbed environment, limits, a timeout that kills the whole group."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+
+from mlpilot.platform.execution import Limits, scrubbed_env
+from mlpilot.platform.execution.sandbox import run_child
+
+
+def test_environment_allow_list_drops_secrets() -> None:
+    source = {
+        "PATH": "/bin",
+        "NVIDIA_API_KEY": "nvapi-secret",
+        "OPENAI_API_KEY": "sk-secret",
+        "MLPILOT_MONGO_URI": "mongodb://user:pw@db",
+        "AWS_SECRET_ACCESS_KEY": "for-artifacts",
+        "MLFLOW_TRACKING_TOKEN": "t",
+        "RANDOM_VAR": "x",
+        "LC_ALL": "C.UTF-8",
+    }
+    env = scrubbed_env({"MLFLOW_RUN_ID": "abc", "OPENAI_API_KEY": "again"}, source)
+    assert env == {
+        "PATH": "/bin",
+        "AWS_SECRET_ACCESS_KEY": "for-artifacts",
+        "MLFLOW_TRACKING_TOKEN": "t",
+        "LC_ALL": "C.UTF-8",
+        "MLFLOW_RUN_ID": "abc",
+    }
+
+
+def test_child_sees_only_the_scrubbed_environment(tmp_path: Path) -> None:
+    env = scrubbed_env({"PATH": os.environ["PATH"]}, {"NVIDIA_API_KEY": "secret"})
+    code = "import os, resource; print(sorted(os.environ)); print(resource.getrlimit(resource.RLIMIT_CORE)[0])"
+    result = run_child(
+        [sys.executable, "-c", code], cwd=tmp_path, env=env, limits=Limits(timeout_s=30)
+    )
+    out = result.stdout_path.read_text()
+    assert result.ok and "NVIDIA_API_KEY" not in out and out.splitlines()[1] == "0"
+
+
+def test_timeout_kills_the_process_group(tmp_path: Path) -> None:
+    code = (
+        "import subprocess, sys, time\n"
+        "p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
+        "open('grandchild.pid', 'w').write(str(p.pid))\n"
+        "time.sleep(60)\n"
+    )
+    start = time.monotonic()
+    result = run_child(
+        [sys.executable, "-c", code], cwd=tmp_path, env=dict(os.environ), limits=Limits(timeout_s=2)
+    )
+    assert result.timed_out and not result.ok and time.monotonic() - start < 20
+    pid = int((tmp_path / "grandchild.pid").read_text())
+    time.sleep(0.5)
+    try:
+        os.kill(pid, 0)
+        alive = Path(f"/proc/{pid}/status").read_text().find("zombie") == -1
+    except ProcessLookupError:
+        alive = False
+    assert not alive, "the grandchild survived the timeout"
+
+
+def test_output_is_capped(tmp_path: Path) -> None:
+    code = "import sys\nfor _ in range(2000): sys.stdout.write('x' * 1000 + '\\n')"
+    result = run_child(
+        [sys.executable, "-c", code],
+        cwd=tmp_path,
+        env=dict(os.environ),
+        limits=Limits(timeout_s=30, output_mb=0.1),
+    )
+    assert result.ok and "stdout" in result.truncated
+    assert result.stdout_path.stat().st_size < 120_000

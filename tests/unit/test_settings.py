@@ -1,0 +1,58 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from mlpilot.platform.config import Settings
+from mlpilot.platform.errors import SettingsError
+
+
+def test_embedded_defaults_live_under_home(tmp_path: Path) -> None:
+    s = Settings.from_env({"MLPILOT_HOME": str(tmp_path)})
+    assert s.tracking_uri == f"sqlite:///{tmp_path / 'mlflow.db'}"
+    assert s.artifact_root == (tmp_path / "artifacts").as_uri()
+    assert s.mongo_uri is None and s.mongo_db == "mlpilot"
+    assert s.optuna_storage == str(tmp_path / "optuna" / "journal.log")
+    assert (s.engine, s.llm, s.experiment) == ("auto", "auto", "mlpilot")
+
+
+def test_environment_overrides(tmp_path: Path) -> None:
+    s = Settings.from_env(
+        {
+            "MLPILOT_HOME": str(tmp_path),
+            "MLFLOW_TRACKING_URI": "http://127.0.0.1:5000",
+            "MLPILOT_MONGO_URI": "mongodb://db:27017",
+            "MLPILOT_MONGO_DB": "exp",
+            "MLPILOT_ENGINE": "CPU",
+            "MLPILOT_LLM": "offline",
+            "NVIDIA_API_KEY": "nvapi-x",
+            "MLPILOT_LLM_THINKING_BUDGET": "512",
+        }
+    )
+    assert s.tracking_uri == "http://127.0.0.1:5000" and s.artifact_root is None
+    assert (s.mongo_uri, s.mongo_db, s.engine, s.llm) == (
+        "mongodb://db:27017",
+        "exp",
+        "cpu",
+        "offline",
+    )
+    assert s.llm_api_key == "nvapi-x" and s.llm_thinking_budget == 512
+    assert "nvapi-x" not in repr(s)
+
+
+def test_invalid_values_name_the_variable_and_the_choices(tmp_path: Path) -> None:
+    with pytest.raises(SettingsError) as info:
+        Settings.from_env({"MLPILOT_HOME": str(tmp_path), "MLPILOT_ENGINE": "tpu"})
+    assert "MLPILOT_ENGINE" in info.value.one_line() and "compare" in info.value.one_line()
+
+
+def test_toml_file_is_read_and_environment_wins(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "mlpilot.toml").write_text(
+        'MLPILOT_ENGINE = "cpu"\nMLPILOT_EXPERIMENT = "from-toml"\n'
+    )
+    monkeypatch.chdir(tmp_path)
+    s = Settings.from_env({"MLPILOT_HOME": str(tmp_path / "h"), "MLPILOT_EXPERIMENT": "from-env"})
+    assert s.engine == "cpu" and s.experiment == "from-env"
