@@ -86,6 +86,7 @@ def run_comparison(
             for stage, ratio in ratios.items():
                 stages[stage].update(gpu_s=gpu_timings[stage], speedup=ratio)
             logger.log_metrics({f"speedup_{k}": v for k, v in ratios.items()})
+            outcome.metrics.update({f"speedup_{k}": v for k, v in ratios.items()})
             logger.log_metrics({f"gpu_time_{k}_s": v for k, v in gpu_timings.items()})
         else:
             gpu_doc.update(

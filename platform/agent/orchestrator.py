@@ -570,10 +570,16 @@ class Orchestrator:
                     "value": value,
                     "model_uri": outcome.model_uri,
                 }
-        summary = f"{outcome.status.lower()}: " + (
-            ", ".join(f"{k}={v:.4g}" for k, v in outcome.metrics.items() if k.startswith("test_"))
-            or (outcome.error or {}).get("message", "")
-        )
+        parts = [f"{k}={v:.4g}" for k, v in outcome.metrics.items() if k.startswith("test_")]
+        if outcome.registered:
+            parts.append(
+                f"registered {outcome.registered['name']} v{outcome.registered['version']}"
+            )
+        if outcome.predictions:
+            parts.append(f"predictions in {outcome.predictions['path']}")
+        if outcome.error:
+            parts.append(str(outcome.error.get("message", "")))
+        summary = f"{outcome.status.lower()}: " + ", ".join(parts)
         session.add("assistant", summary, outcome.run_id)
         save_session(store, session)
 

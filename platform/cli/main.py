@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from mlpilot.platform.cli import catalog, datasets
+from mlpilot.platform.cli import catalog, chat, datasets
 from mlpilot.platform.cli._output import console, fail, handle_errors, parse_params, print_json
 
 app = typer.Typer(
@@ -20,6 +20,7 @@ app = typer.Typer(
 app.add_typer(datasets.app, name="datasets")
 app.add_typer(catalog.tools_app, name="tools")
 app.add_typer(catalog.templates_app, name="templates")
+app.command("chat")(chat.chat)
 
 Prompt = Annotated[str, typer.Argument(help="What to do, in plain English or Chinese.")]
 DataOpt = Annotated[

@@ -149,15 +149,18 @@ class Executor:
         run_dir.mkdir(parents=True, exist_ok=True)
         for stale in ("events.jsonl", "result.json"):
             (run_dir / stale).unlink(missing_ok=True)
-        args = ["--run-dir", str(run_dir), "--engine", engine]
+        # Options travel in the environment, not argv: `python -m cuml.accel` parses the
+        # arguments after the script itself in some releases.
+        command = engine_command(engine, str(script), [], python=self.python)
+        env = self.child_env(run_id=mlflow_run_id, engine=engine)
+        env["MLPILOT_RUN_DIR"] = str(run_dir)
         if data_path:
-            args += ["--data", data_path]
-        command = engine_command(engine, str(script), args, python=self.python)
+            env["MLPILOT_DATA"] = data_path
         tail = EventTail(run_dir / "events.jsonl", on_event)
         child = run_child(
             command,
             cwd=run_dir,
-            env=self.child_env(run_id=mlflow_run_id, engine=engine),
+            env=env,
             limits=self.limits,
             poll=tail,
             cancel=cancel,

@@ -37,18 +37,41 @@ def peak_memory_mb() -> float:
     return round(rss / (1024 * 1024 if sys.platform == "darwin" else 1024), 1)
 
 
+def free_gpu_memory() -> None:
+    """Return cached device memory between stages (cuDF/cuML allocate through CuPy/RMM pools)."""
+    import gc
+
+    gc.collect()
+    try:
+        import cupy
+
+        cupy.get_default_memory_pool().free_all_blocks()
+        cupy.get_default_pinned_memory_pool().free_all_blocks()
+    except Exception:  # no CuPy, or no device: nothing cached to free
+        pass
+
+
 def parse_args(argv: list[str] | None, default_data: str | None) -> argparse.Namespace:
+    # mlpilot's executor passes its options in MLPILOT_* variables: argv is not safe to use
+    # under `python -m cudf.pandas -m cuml.accel`. A person running the script uses flags.
     parser = argparse.ArgumentParser(description="Run this mlpilot pipeline.")
     parser.add_argument(
-        "--data", default=default_data, help="data file (default: the file planned on)"
+        "--data",
+        default=os.environ.get("MLPILOT_DATA") or default_data,
+        help="data file (default: the file planned on)",
     )
     parser.add_argument("--no-track", action="store_true", help="log nothing to MLflow")
     parser.add_argument("--experiment", default=None, help="MLflow experiment for a standalone run")
     parser.add_argument(
-        "--run-dir", default=None, help="folder for events.jsonl, result.json and outputs"
+        "--run-dir",
+        default=os.environ.get("MLPILOT_RUN_DIR"),
+        help="folder for events.jsonl, result.json and outputs (default: the working directory)",
     )
     parser.add_argument(
-        "--engine", choices=("cpu", "gpu"), default=None, help="engine this process runs on"
+        "--engine",
+        choices=("cpu", "gpu"),
+        default=None,
+        help="engine this process runs on (default: MLPILOT_ENGINE_USED, else cpu)",
     )
     parser.add_argument(
         "--seed", type=int, default=None, help="random seed (default: the planned one)"
@@ -155,6 +178,8 @@ class PipelineRun:
             elapsed = time.perf_counter() - start
             self.timings[name] = round(self.timings.get(name, 0.0) + elapsed, 4)
             self.stage_memory_mb[name] = peak_memory_mb()
+            if self.engine == "gpu":
+                free_gpu_memory()
             self.event("stage_end", stage=name, seconds=round(elapsed, 4))
             self.current_stage = None
 

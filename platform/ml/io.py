@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import hashlib
+import os
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from mlpilot.platform.errors import DataError
 
@@ -72,19 +73,28 @@ def read_table(
     path: str | Path,
     *,
     nrows: int | None = None,
-    dtype_backend_strings: bool = False,
+    memory_budget_mb: float | None = None,
 ) -> pd.DataFrame:
     """Read a CSV/TSV, Parquet, JSON-lines or Excel file into a DataFrame.
 
     Raises :class:`DataError` naming the problem for empty, header-only, binary or
     unparsable files. Duplicate header names are kept apart by pandas (``x``, ``x.1``).
+    A delimited file larger than the memory budget is read in chunks, each compacted
+    (float64 → float32 where exact) before the next is read; ``frame.attrs["mlpilot_read"]``
+    says how.
     """
     import pandas as pd
 
     path = check_readable(path)
     fmt = detect_format(path)
     try:
-        if fmt in ("csv", "tsv"):
+        if (
+            fmt in ("csv", "tsv")
+            and nrows is None
+            and path.stat().st_size > _budget_bytes(memory_budget_mb)
+        ):
+            frame = _read_chunked(path, fmt, _budget_bytes(memory_budget_mb))
+        elif fmt in ("csv", "tsv"):
             frame = _read_delimited(path, fmt, nrows)
         elif fmt == "parquet":
             frame = pd.read_parquet(path)
@@ -124,21 +134,66 @@ def read_table(
     return frame
 
 
-def _read_delimited(path: Path, fmt: str, nrows: int | None) -> pd.DataFrame:
+def _budget_bytes(memory_budget_mb: float | None) -> int:
+    """The memory budget for one table: MLPILOT_MEMORY_BUDGET_MB, else a quarter of RAM."""
+    if memory_budget_mb is None:
+        configured = os.environ.get("MLPILOT_MEMORY_BUDGET_MB")
+        if configured:
+            memory_budget_mb = float(configured)
+    if memory_budget_mb is not None:
+        return int(memory_budget_mb * 2**20)
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 4)
+    except (ValueError, OSError, AttributeError):
+        return 2 * 2**30
+
+
+def _read_chunked(path: Path, fmt: str, budget: int) -> pd.DataFrame:
+    import pandas as pd
+
+    from mlpilot.platform.ml.dtypes import float32_safe
+
+    rows_per_chunk = max(
+        10_000, int(budget / max(path.stat().st_size / max(count_rows(path) or 1, 1), 1) / 4)
+    )
+    chunks, saved = [], 0
+    for chunk in _read_delimited(path, fmt, None, chunksize=rows_per_chunk):
+        for column in chunk.columns:
+            if chunk[column].dtype == "float64" and float32_safe(chunk[column]):
+                saved += chunk[column].memory_usage(deep=False) // 2
+                chunk[column] = chunk[column].astype("float32")
+        chunks.append(chunk)
+    if not chunks:
+        raise pd.errors.EmptyDataError("no rows")
+    frame = pd.concat(chunks, ignore_index=True)
+    frame.attrs["mlpilot_read"] = {
+        "chunks": len(chunks),
+        "rows_per_chunk": rows_per_chunk,
+        "saved_mb": round(saved / 2**20, 1),
+    }
+    return frame
+
+
+def _read_delimited(path: Path, fmt: str, nrows: int | None, chunksize: int | None = None) -> Any:
     import pandas as pd
 
     sep = "\t" if fmt == "tsv" else None
     last_error: Exception | None = None
     for encoding in _ENCODINGS:
         try:
-            return pd.read_csv(
+            reader = pd.read_csv(
                 path,
                 sep=sep if sep else ",",
                 nrows=nrows,
                 encoding=encoding,
                 skipinitialspace=True,
                 low_memory=False,
+                chunksize=chunksize,
             )
+            if chunksize is not None:
+                first = next(reader, None)  # decode errors surface on the first chunk
+                return _chain(first, reader)
+            return reader
         except UnicodeDecodeError as exc:
             last_error = exc
             continue
@@ -148,6 +203,12 @@ def _read_delimited(path: Path, fmt: str, nrows: int | None) -> pd.DataFrame:
                 hint="the first line must name the columns",
             ) from None
     raise DataError(f"{path.name} is not text in any encoding mlpilot knows: {last_error}")
+
+
+def _chain(first: Any, rest: Any) -> Any:
+    if first is not None:
+        yield first
+    yield from rest
 
 
 def _looks_like_prose(frame: pd.DataFrame) -> bool:

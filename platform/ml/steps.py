@@ -52,6 +52,12 @@ def load_data(run: PipelineRun, path: str, target: str | None = None, task: str 
     with run.stage("load"):
         path = str(Path(run.data_path or path).expanduser())
         frame = read_table(path)
+        chunked = frame.attrs.get("mlpilot_read")
+        if chunked:
+            run.note(
+                f"file larger than the memory budget: read in {chunked['chunks']} chunks, "
+                f"{chunked['saved_mb']} MiB saved by float32 columns"
+            )
         duplicates = duplicate_header_names(Path(path))
         if duplicates:
             run.note(
@@ -108,7 +114,7 @@ def load_data(run: PipelineRun, path: str, target: str | None = None, task: str 
                 saved += column.memory_usage(deep=False) // 2
                 column = column.astype("float32")
             X[spec.name] = column
-        if saved:
+        if saved >= 2**20 / 10:
             run.note(f"float64 → float32 where exact: {saved / 2**20:.1f} MiB saved")
         run.X, run.y, run.specs = X, y, used
         if run.task == "classification":

@@ -134,9 +134,10 @@ def open_storage(url_or_path: str) -> Any:
 class TrialLogger:
     """Logs finished trials as nested runs, a batch at a time."""
 
-    def __init__(self, run: PipelineRun, family: str | None) -> None:
+    def __init__(self, run: PipelineRun, family: str | None, total: int | None = None) -> None:
         self.run = run
         self.family = family
+        self.total = total
         self.pending: list[optuna.trial.FrozenTrial] = []
 
     def __call__(self, study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
@@ -221,7 +222,7 @@ def optimize(
         sampler=optuna.samplers.TPESampler(seed=run.seed, multivariate=True),
         load_if_exists=True,
     )
-    callbacks: list[Any] = [TrialLogger(run, None if model == "auto" else model)]
+    callbacks: list[Any] = [TrialLogger(run, None if model == "auto" else model, trials)]
     stopper = EarlyStopping() if early_stopping else None
     if stopper:
         callbacks.append(stopper)

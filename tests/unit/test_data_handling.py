@@ -100,3 +100,16 @@ def test_parquet_and_json_lines(tmp_path: Path) -> None:
     frame.to_json(tmp_path / "d.jsonl", orient="records", lines=True)
     assert read_table(tmp_path / "d.parquet").equals(frame)
     assert list(read_table(tmp_path / "d.jsonl")["y"]) == ["a", "b"]
+
+
+def test_large_files_are_read_in_compacted_chunks(tmp_path: Path) -> None:
+    from mlpilot.platform.datasets import make_sales, write_table
+
+    path = write_table(make_sales(30_000, seed=1), tmp_path / "big.csv")
+    whole = read_table(path)
+    chunked = read_table(path, memory_budget_mb=0.5)
+    info = chunked.attrs["mlpilot_read"]
+    assert info["chunks"] >= 2 and info["saved_mb"] > 0
+    assert chunked.shape == whole.shape and list(chunked.columns) == list(whole.columns)
+    assert np.allclose(chunked["sales"].astype(float), whole["sales"], rtol=1e-6)
+    assert chunked["sales"].dtype == "float32"

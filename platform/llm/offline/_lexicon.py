@@ -268,6 +268,10 @@ INTENTS: dict[str, re.Pattern[str]] = {
         r"|比较.*运行|对比.*运行"
     ),
     "show_study": _re(rf"{_W}(optuna )?stud(y|ies){_E}" r"|研究|调参记录|study"),
+    "follow_up": _re(
+        rf"{_W}(now )?(try|use|switch to|swap in|instead|again|rerun|re-run|redo|one more time)"
+        r"|再试|试试|试一下|换成|改用|换用|重新|再来|再跑"
+    ),
     "quick": _re(
         rf"{_W}(quick|fast|simple|rough|first)( \w+)? (baseline|model|look|try|pass)|{_W}baseline{_E}"
         r"|快速|基线|简单模型"

@@ -176,6 +176,8 @@ class Parsed:
             or self.has("tune")
             or self.has("compare_engines")
             or self.has("evaluate")
+            or (self.model is not None and not self.has("register"))
+            or self.has("follow_up")
         )
         wants_data_work = (
             wants_model
@@ -297,6 +299,16 @@ class Parsed:
         args: dict[str, Any] = {"name": self._original_case(name), "alias": alias}
         if self.metric:
             args["metric"] = self.metric
+        best = self.request.context.get("best_run") or {}
+        wants_best = re.search(r"\bbest\b|最好|最佳|最优", self.text)
+        if best.get("run_id") and wants_best and not (self.has("train") or self.has("tune")):
+            args["run_id"] = best["run_id"]  # the session's best run, not the whole experiment's
+        elif (
+            self.request.context.get("last_run")
+            and re.search(r"\b(it|that|this|the last|last one)\b|刚才|上一个|这个", self.text)
+            and not (self.has("train") or self.has("tune"))
+        ):
+            args["run_id"] = self.request.context["last_run"]
         return args
 
     def _tail_template(self, tail: list[Step]) -> str:
@@ -340,6 +352,16 @@ class Parsed:
         task = self._task()
         tune = self.has("tune") and "tune" not in self.negated
         model = self.model
+        last = self.request.context.get("last_plan") or {}
+        last_tune = next(
+            (s for s in last.get("steps", []) if s.get("tool") == "optimize_model"), None
+        )
+        explicit = self.has("train") or self.has("tune")
+        if last_tune and not explicit and "tune" not in self.negated and model is not None:
+            # "now try xgboost" after a tuning run: tune the new family the same way
+            tune = True
+            if self.trials is None and last_tune.get("args", {}).get("trials"):
+                self.trials = last_tune["args"]["trials"]
         if (
             model == "auto"
             and not tune

@@ -1,0 +1,147 @@
+"""mlpilot's overhead against a hand-written pandas/scikit-learn script doing the same work.
+
+Runs on the CPU, on N rows of the sample sales data (default 1,000,000):
+  (a) `mlpilot run --plan …` — profiling, planning/validation, codegen, the contained child
+      process, MLflow logging (params, metrics, dataset, the model) and the metadata store;
+  (b) a plain script: read the CSV, drop duplicates, date parts, imputation, one-hot and
+      target encoding, HistGradientBoostingRegressor, test RMSE — the same steps and seed.
+Prints wall time and peak memory of each and the wall-time ratio (goal ≤ 1.10).
+
+    .venv/bin/python benchmarks/overhead.py [--rows 1000000] [--repeat 1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import textwrap
+from pathlib import Path
+
+BIN = Path(sys.executable).parent
+
+HAND_WRITTEN = textwrap.dedent(
+    """
+    import sys, time
+    import numpy as np, pandas as pd
+    from sklearn.compose import ColumnTransformer
+    from sklearn.ensemble import HistGradientBoostingRegressor
+    from sklearn.impute import SimpleImputer
+    from sklearn.metrics import mean_squared_error
+    from sklearn.model_selection import KFold, train_test_split
+    from sklearn.pipeline import Pipeline, make_pipeline
+    from sklearn.preprocessing import FunctionTransformer, OneHotEncoder, TargetEncoder
+
+    frame = pd.read_csv(sys.argv[1])
+    frame = frame[frame["sales"].notna()].drop_duplicates()
+    y = frame.pop("sales").astype("float64")
+    X = frame
+    for c in ("price", "temperature"):
+        X[c] = X[c].astype("float32")
+    X["date"] = pd.to_datetime(X["date"], format="%Y-%m-%d")
+
+    def date_parts(d):
+        d = pd.DataFrame(d)["date"].dt
+        return np.column_stack([d.year, d.month, d.day, d.dayofweek, d.quarter, d.dayofweek >= 5]).astype(float)
+
+    pre = ColumnTransformer([
+        ("num", SimpleImputer(strategy="mean"), ["price", "promotion", "holiday", "temperature"]),
+        ("dates", FunctionTransformer(date_parts), ["date"]),
+        ("onehot", make_pipeline(SimpleImputer(strategy="most_frequent"), OneHotEncoder(handle_unknown="ignore", sparse_output=False)), ["region", "product_category"]),
+        ("te", make_pipeline(SimpleImputer(strategy="most_frequent"), TargetEncoder(cv=KFold(5, shuffle=True, random_state=42))), ["store_id", "sku"]),
+    ])
+    model = Pipeline([("pre", pre), ("model", HistGradientBoostingRegressor(max_iter=300, learning_rate=0.08, random_state=42))])
+    X_train, X_test, y_train, y_test = train_test_split(X, y, test_size=0.2, random_state=42)
+    model.fit(X_train, y_train)
+    print("test_rmse", float(np.sqrt(mean_squared_error(y_test, model.predict(X_test)))))
+    """
+)
+
+PLAN = {
+    "steps": [
+        {"tool": "load_data", "args": {"path": "", "target": "sales"}},
+        {"tool": "clean_data", "args": {}},
+        {"tool": "engineer_features", "args": {}},
+        {"tool": "train_model", "args": {"model": "hgb"}},
+    ]
+}
+
+MEASURE = "import resource, subprocess, sys, time; t = time.perf_counter(); rc = subprocess.run(sys.argv[1:]).returncode; print('MEASURE', rc, time.perf_counter() - t, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024)"
+
+
+def measure(command: list[str], env: dict[str, str]) -> tuple[float, float, str]:
+    done = subprocess.run(
+        [sys.executable, "-c", MEASURE, *command], capture_output=True, text=True, env=env
+    )
+    line = next(row for row in done.stdout.splitlines() if row.startswith("MEASURE"))
+    _, rc, wall, peak = line.split()
+    if rc != "0":
+        sys.exit(f"command failed ({rc}): {' '.join(command)}\n{done.stderr[-3000:]}")
+    return float(wall), float(peak), done.stdout
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=1_000_000)
+    parser.add_argument("--repeat", type=int, default=1)
+    args = parser.parse_args()
+
+    from mlpilot.platform.datasets import make_sales, write_table
+
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        data = write_table(make_sales(args.rows, seed=7), work / "sales.csv")
+        PLAN["steps"][0]["args"]["path"] = str(data)
+        (work / "plan.json").write_text(json.dumps(PLAN))
+        (work / "hand.py").write_text(HAND_WRITTEN)
+        env = {**os.environ, "MLPILOT_HOME": str(work / "home"), "MLPILOT_LLM": "offline"}
+        env.pop("MLFLOW_TRACKING_URI", None)
+        env.pop("MLPILOT_MONGO_URI", None)
+        rows = []
+        for i in range(args.repeat):
+            hand_wall, hand_peak, hand_out = measure(
+                [sys.executable, str(work / "hand.py"), str(data)], env
+            )
+            run_wall, run_peak, _ = measure(
+                [
+                    str(BIN / "mlpilot"),
+                    "run",
+                    "--plan",
+                    str(work / "plan.json"),
+                    "--engine",
+                    "cpu",
+                    "--json",
+                ],
+                env,
+            )
+            result = (
+                json.loads(next((work / "home" / "runs").glob("*/result.json")).read_text())
+                if i == 0
+                else None
+            )
+            rows.append((hand_wall, hand_peak, run_wall, run_peak))
+            if result:
+                hand_rmse = float(hand_out.split("test_rmse")[1].split()[0])
+                print(
+                    f"same work: hand-written test_rmse {hand_rmse:.4f}, mlpilot test_rmse {result['metrics']['test_rmse']:.4f}"
+                )
+                stages = ", ".join(f"{k} {v:.1f}s" for k, v in result["timings"].items())
+                print(f"mlpilot child stages: {stages}")
+        print()
+        print(f"{'rows':>9} | {'variant':<22} | {'wall s':>8} | {'peak MiB':>9} | {'ratio':>6}")
+        print("-" * 66)
+        for hand_wall, hand_peak, run_wall, run_peak in rows:
+            print(
+                f"{args.rows:>9} | {'hand-written script':<22} | {hand_wall:8.1f} | {hand_peak:9.0f} | {1.0:6.2f}"
+            )
+            print(
+                f"{args.rows:>9} | {'mlpilot run':<22} | {run_wall:8.1f} | {run_peak:9.0f} | {run_wall / hand_wall:6.2f}"
+            )
+        print("\ngoal: wall-time ratio ≤ 1.10 (peak memory is the largest process of each variant)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,108 @@
+"""``mlpilot chat``: a multi-turn REPL over one session stored in the metadata store."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from mlpilot.platform.cli._output import console, handle_errors
+
+HELP = """Type a request ("train a random forest to predict sales", "now try xgboost",
+"register the best one", "用xgboost再试一次"). Commands:
+  /data FILE     use this data file from now on
+  /target COL    predict this column from now on
+  /context       show what the session remembers
+  /history       show the conversation so far
+  /quit          leave (the session stays stored; resume with --session ID)"""
+
+
+@handle_errors
+def chat(
+    data: Annotated[
+        str | None, typer.Option("--data", "-d", help="Data file for this session.")
+    ] = None,
+    target: Annotated[str | None, typer.Option("--target", "-t", help="Column to predict.")] = None,
+    session: Annotated[str | None, typer.Option("--session", help="Resume this session.")] = None,
+    experiment: Annotated[
+        str | None, typer.Option("--experiment", help="MLflow experiment.")
+    ] = None,
+    engine: Annotated[
+        str | None, typer.Option("--engine", "-e", help="auto, cpu, gpu or compare.")
+    ] = None,
+) -> None:
+    """Talk to mlpilot: every message plans and runs against the session's context."""
+    from pathlib import Path
+
+    from mlpilot.platform.agent.orchestrator import RunRequest, run_request
+    from mlpilot.platform.agent.sessions import load_session, save_session
+    from mlpilot.platform.cli.progress import ConsoleProgress, print_outcome
+    from mlpilot.platform.config import get_settings
+    from mlpilot.platform.errors import MlpilotError
+    from mlpilot.tracking.metadata import open_store
+
+    settings = get_settings()
+    store = open_store(settings)
+    current = load_session(store, session)
+    if data:
+        current.remember(data_path=str(Path(data).expanduser().resolve()))
+    if target:
+        current.remember(target=target)
+    if experiment:
+        current.remember(experiment=experiment)
+    save_session(store, current)
+    out = console()
+    out.print(
+        f"mlpilot chat — session {current.id} (/help for commands, /quit to leave)", markup=False
+    )
+    while True:
+        try:
+            line = input("you> ").strip()
+        except (EOFError, KeyboardInterrupt):
+            out.print("")
+            break
+        if not line:
+            continue
+        if line.startswith("/"):
+            command, _, rest = line.partition(" ")
+            if command in ("/quit", "/exit", "/q"):
+                break
+            if command == "/help":
+                out.print(HELP, markup=False)
+            elif command == "/data" and rest:
+                path = Path(rest.strip()).expanduser().resolve()
+                if not path.exists():
+                    out.print(f"error: data file not found: {path}", markup=False)
+                    continue
+                current = load_session(store, current.id)
+                current.remember(data_path=str(path))
+                save_session(store, current)
+                out.print(f"data: {path}", markup=False)
+            elif command == "/target" and rest:
+                current = load_session(store, current.id)
+                current.remember(target=rest.strip())
+                save_session(store, current)
+                out.print(f"target: {rest.strip()}", markup=False)
+            elif command == "/context":
+                out.print_json(data=load_session(store, current.id).context)
+            elif command == "/history":
+                for message in load_session(store, current.id).messages:
+                    out.print(f"{message['role']}: {message['content']}", markup=False)
+            else:
+                out.print(f"unknown command {command!r}; /help lists them", markup=False)
+            continue
+        try:
+            outcome = run_request(
+                RunRequest(
+                    prompt=line, session_id=current.id, engine=engine, experiment=experiment
+                ),
+                progress=ConsoleProgress(),
+                settings=settings,
+            )
+            print_outcome(outcome)
+        except MlpilotError as exc:
+            out.print(f"error: {exc.one_line()}", markup=False)
+    out.print(
+        f"session {current.id} saved; resume with: mlpilot chat --session {current.id}",
+        markup=False,
+    )
