@@ -124,6 +124,7 @@ def load_data(run: PipelineRun, path: str, target: str | None = None, task: str 
                 run.note(
                     f"imbalanced classes (smallest {counts.min() / len(y):.1%}): class weights are balanced"
                 )
+        _apply_adapter(run)
         _split(run)
         run.logger.log_params(
             {
@@ -157,6 +158,27 @@ def load_data(run: PipelineRun, path: str, target: str | None = None, task: str 
             stage="load",
             message=f"{len(X)} rows, {len(used)} feature columns, task {run.task}",
         )
+
+
+def _apply_adapter(run: PipelineRun) -> None:
+    """Domain rules from the plan's adapter: drop leaking columns, choose the metric."""
+    name = run.plan.get("adapter")
+    if not name:
+        return
+    from mlpilot.adapters import get_adapter
+
+    advice = get_adapter(name).advise(list(run.X.columns), run.target or "", run.task or "")
+    if advice.drop:
+        run.X = run.X.drop(columns=list(advice.drop))
+        run.specs = [s for s in run.specs if s.name not in advice.drop]
+        run.raw_example = run.raw_example.drop(columns=list(advice.drop))
+        for column, why in advice.drop.items():
+            run.note(f"column {column!r} dropped: {why}")
+    binary = run.classes is not None and len(run.classes) == 2
+    if advice.metric and (advice.metric != "pr_auc" or binary):
+        run.main_metric = advice.metric
+    run.notes.extend(advice.notes)
+    run.result["adapter"] = {"name": name, "dropped": advice.drop, "metric": run.main_metric}
 
 
 def _columns(frame: pd.DataFrame, limit: int = 15) -> str:

@@ -186,7 +186,7 @@ def optimize(
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     n_classes = len(run.classes) if run.classes is not None else 0
-    metric = metric or M.default_metric(run.task, n_classes)
+    metric = metric or run.main_metric or M.default_metric(run.task, n_classes)
     run.main_metric = metric
     scorer = M.sklearn_scorer(metric, run.task, run.classes)
     sign = -1.0 if metric in M.LOWER_IS_BETTER else 1.0

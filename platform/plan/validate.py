@@ -81,6 +81,10 @@ def validate_plan(
             )
         return ValidatedPlan(plan, is_query=True)
 
+    if plan.adapter is not None:
+        from mlpilot.adapters import get_adapter
+
+        get_adapter(plan.adapter)  # raises PlanError listing the valid adapters
     if "compare_engines" in plan.tools:
         plan.engine = "compare"
     _check_order(plan, registry)

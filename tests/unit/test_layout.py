@@ -55,3 +55,18 @@ def test_cli_help_does_not_import_heavy_libraries() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == ""
+
+
+def test_docker_files_reference_what_exists() -> None:
+    import yaml
+
+    compose = yaml.safe_load((REPO / "docker" / "compose.yaml").read_text())
+    for service in compose["services"].values():
+        build = service.get("build")
+        if build:
+            assert (REPO / "docker" / build["context"] / build["dockerfile"]).is_file()
+    for name in ("Dockerfile", "Dockerfile.gpu"):
+        for line in (REPO / "docker" / name).read_text().splitlines():
+            if line.startswith("COPY "):
+                for source in line.split()[1:-1]:
+                    assert (REPO / source).exists(), f"{name}: {source}"

@@ -381,6 +381,10 @@ class Parsed:
             plan.steps.append(Step("compare_engines", {}))
         plan.steps.extend(tail)
         plan.rationale = self._rationale(plan.steps, template, target)
+        if request.profile is not None:
+            from mlpilot.adapters import detect_adapter
+
+            plan.adapter = detect_adapter(request.prompt, request.profile.names)
         return plan
 
     def _choose_template(

@@ -1,0 +1,68 @@
+"""``BaseAdapter``: domain knowledge a pipeline applies after loading the data.
+
+An adapter recognises its domain (from the prompt and the column names), names columns that
+leak the target in that domain (recorded outcomes, post-event fields), and picks the metric
+the domain cares about. Adapters read the data profile; they never run code from the data.
+"""
+
+from __future__ import annotations
+
+import abc
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class AdapterAdvice:
+    drop: dict[str, str] = field(default_factory=dict)  # column → why it leaks
+    metric: str | None = None
+    notes: tuple[str, ...] = ()
+
+
+def _tokens(name: str) -> set[str]:
+    spaced = re.sub(r"([a-z])([A-Z])", r"\1 \2", name)
+    return {t for t in re.split(r"[\s_\-./]+", spaced.lower()) if t}
+
+
+class BaseAdapter(abc.ABC):
+    """One domain. Subclasses set the class attributes and may override ``advise``."""
+
+    @property
+    @abc.abstractmethod
+    def name(self) -> str:
+        """The adapter's name in plans (``"adapter": "finance"``); subclasses set a class attribute."""
+
+    description: str = ""
+    #: prompt words (English or Chinese) that point at the domain
+    keywords: tuple[str, ...] = ()
+    #: column-name words typical of the domain
+    column_words: tuple[str, ...] = ()
+    #: column-name words that, in this domain, describe what happened after the outcome
+    leakage_words: tuple[str, ...] = ()
+    classification_metric: str | None = None
+    regression_metric: str | None = None
+
+    def score(self, prompt: str, columns: Iterable[str]) -> float:
+        """How strongly the request and the columns suggest this domain (0 = not at all)."""
+        text = prompt.lower()
+        hits = sum(1 for word in self.keywords if word in text)
+        names = [_tokens(c) for c in columns]
+        column_hits = sum(1 for tokens in names if tokens & set(self.column_words))
+        return 2.0 * hits + column_hits / max(len(names), 1) * 4.0
+
+    def leaking_columns(self, columns: Iterable[str], target: str) -> dict[str, str]:
+        leaks = {}
+        for column in columns:
+            if column == target:
+                continue
+            found = _tokens(column) & set(self.leakage_words)
+            if found:
+                leaks[column] = (
+                    f"{self.name}: '{sorted(found)[0]}' describes what happens after the outcome"
+                )
+        return leaks
+
+    def advise(self, columns: list[str], target: str, task: str) -> AdapterAdvice:
+        metric = self.classification_metric if task == "classification" else self.regression_metric
+        return AdapterAdvice(drop=self.leaking_columns(columns, target), metric=metric)
