@@ -9,6 +9,7 @@ keys; the environment wins. ``Settings.from_env()`` reads them once; core code t
 from __future__ import annotations
 
 import os
+import re
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -27,6 +28,9 @@ REASONING_MODES = ("off", "on")
 
 DEFAULT_LLM_BASE_URL = "https://integrate.api.nvidia.com/v1"
 DEFAULT_LLM_MODEL = "nvidia/nvidia-nemotron-nano-9b-v2"
+# Where the thinking-token budget goes in the request's extra body; providers differ.
+DEFAULT_LLM_THINKING_FIELD = "max_thinking_tokens"
+_FIELD_PATH = re.compile(r"[A-Za-z_][\w-]*(\.[A-Za-z_][\w-]*)*")
 
 
 def _choice(name: str, value: str, choices: tuple[str, ...]) -> str:
@@ -47,6 +51,16 @@ def _positive_float(name: str, value: str) -> float:
     if number <= 0:
         raise SettingsError(f"{name}={value!r} must be greater than zero")
     return number
+
+
+def _field_path(name: str, value: str) -> str:
+    value = value.strip()
+    if not _FIELD_PATH.fullmatch(value):
+        raise SettingsError(
+            f"{name}={value!r} is not a field path",
+            hint="use a field name or a dotted path, e.g. max_thinking_tokens or nvext.max_thinking_tokens",
+        )
+    return value
 
 
 def _optional_int(name: str, value: str | None) -> int | None:
@@ -76,6 +90,7 @@ class Settings:
     llm_api_key: str | None = field(repr=False)
     llm_reasoning: str
     llm_thinking_budget: int | None
+    llm_thinking_field: str
     llm_timeout_s: float
     run_timeout_s: float
     mongo_timeout_ms: int
@@ -118,6 +133,11 @@ class Settings:
             ),
             llm_thinking_budget=_optional_int(
                 "MLPILOT_LLM_THINKING_BUDGET", get("MLPILOT_LLM_THINKING_BUDGET")
+            ),
+            llm_thinking_field=_field_path(
+                "MLPILOT_LLM_THINKING_FIELD",
+                get("MLPILOT_LLM_THINKING_FIELD", DEFAULT_LLM_THINKING_FIELD)
+                or DEFAULT_LLM_THINKING_FIELD,
             ),
             llm_timeout_s=_positive_float(
                 "MLPILOT_LLM_TIMEOUT", get("MLPILOT_LLM_TIMEOUT", "60") or "60"

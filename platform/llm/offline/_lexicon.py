@@ -42,8 +42,6 @@ MODEL_PATTERNS: list[tuple[str, str]] = [
             rf"{_W}xg ?boost{_E}",
             rf"{_W}xgb{_E}",
             rf"{_W}extreme gradient boosting{_E}",
-            rf"{_W}boosted (decision )?trees?{_E}",
-            rf"{_W}gradient[ -]boosted trees?{_E}",
         ),
     ),
     (
@@ -53,7 +51,6 @@ MODEL_PATTERNS: list[tuple[str, str]] = [
             rf"{_W}rf{_E}",
             rf"{_W}forest (regressor|classifier|model)s?{_E}",
             rf"{_W}extra[ -]trees{_E}",
-            rf"{_W}forests?{_E}",
             "随机森林",
         ),
     ),
@@ -97,16 +94,6 @@ MODEL_PATTERNS: list[tuple[str, str]] = [
         ),
     ),
     (
-        "boosting",
-        _alt(
-            rf"{_W}gradient[ -]?boost(ing|ed)?( (machine|model|classifier|regressor))?{_E}",
-            rf"{_W}gbdt{_E}",
-            rf"{_W}gbm{_E}",
-            "梯度提升",
-            "提升树",
-        ),
-    ),
-    (
         "auto",
         _alt(
             rf"{_W}auto ?ml{_E}",
@@ -123,7 +110,24 @@ MODEL_PATTERNS: list[tuple[str, str]] = [
         ),
     ),
 ]
+# Generic words count only when no library or family is named ("boosted trees via lightgbm").
+GENERIC_MODEL_PATTERNS: list[tuple[str, str]] = [
+    ("xgb", _alt(rf"{_W}boosted (decision )?trees?{_E}", rf"{_W}gradient[ -]boosted trees?{_E}")),
+    ("rf", _alt(rf"{_W}forests?( of (decision )?trees)?{_E}", rf"{_W}bagged trees{_E}", "森林")),
+    (
+        "boosting",
+        _alt(
+            rf"{_W}gradient[ -]?boost(ing|ed)?( (machine|model|classifier|regressor))?{_E}",
+            rf"{_W}gbdt{_E}",
+            rf"{_W}gbm{_E}",
+            rf"{_W}boosting{_E}",
+            "梯度提升",
+            "提升树",
+        ),
+    ),
+]
 MODEL_RES = [(name, re.compile(p)) for name, p in MODEL_PATTERNS]
+GENERIC_MODEL_RES = [(name, re.compile(p)) for name, p in GENERIC_MODEL_PATTERNS]
 #: "gradient boosting" with no library named: the histogram implementation in scikit-learn
 BOOSTING_DEFAULT = "hgb"
 
@@ -151,7 +155,7 @@ METRIC_PATTERNS: list[tuple[str, str]] = [
             "曲线下面积",
         ),
     ),
-    ("balanced_accuracy", _alt(rf"{_W}balanced[ -_]?accuracy{_E}", "平衡准确率")),
+    ("balanced_accuracy", _alt(rf"{_W}balanced[ -_]?acc(uracy)?{_E}", "平衡准确率")),
     ("accuracy", _alt(rf"{_W}accuracy{_E}", rf"{_W}acc{_E}", "准确率", "正确率", "准确度")),
     (
         "f1",
@@ -217,8 +221,9 @@ def _re(pattern: str) -> re.Pattern[str]:
 
 INTENTS: dict[str, re.Pattern[str]] = {
     "tune": _re(
-        rf"{_W}(tun(e|es|ed|ing)|optimiz(e|es|ed|ing|ation)|hyper[ -]?param\w*|hpo|sweep|auto ?ml|grid[ -]search|random search|bayesian|search(ing)? (for |over )?(the )?(best )?(hyper|param|config|setting|model))"
-        r"|调参|调优|优化|超参|参数搜索|搜索参数|自动机器学习|寻优"
+        rf"{_W}(tun(e|es|ed|ing)|optimiz(e|es|ed|ing|ation)|hyper[ -]?param\w*|hpo|sweep|auto ?ml|grid[ -]search|random search|bayesian|search(ing)? (for |over )?(the )?(best )?(hyper|param|config|setting|model)"
+        rf"|(chosen|picked|selected|found|set) (by|via|with|through) (a )?search|(by|via) (a )?search{_E})"
+        r"|调参|调优|优化|超参|参数搜索|搜索参数|自动机器学习|寻优|通过搜索|搜索确定|搜索来"
     ),
     "train": _re(
         rf"{_W}(train\w*|fit(ting|s)?{_E}|build\w*|predict\w*|forecast\w*|modell?ing|classif\w*|regress\w*|learn\w*|baseline|estimat\w*)"
@@ -247,25 +252,30 @@ INTENTS: dict[str, re.Pattern[str]] = {
         rf"{_W}(cpu (vs\.?|versus|and|or|against|compared (to|with)) gpu|gpu (vs\.?|versus|and|or|against|compared (to|with)) cpu"
         rf"|speed ?ups?|gpu (acceleration|speed|performance|benefit)|compare (the )?engines|how much faster|benchmark (the )?(cpu|gpu))"
         r"|加速比|加速效果|gpu和cpu|cpu和gpu|gpu与cpu|cpu与gpu|gpu 和 cpu|cpu 和 gpu|gpu对比|对比gpu|cpu对比"
+        r"|gpu\s*比\s*cpu|cpu\s*比\s*gpu|快多少|快几倍|提速"
     ),
     "register": _re(rf"{_W}(register\w*|registry|promot\w*|publish)" r"|注册|登记|发布"),
     "describe": _re(
         rf"{_W}(describe|summariz\w*|summary|overview|profil(e|ing)|explore|eda|inspect|look at)\b.*\b(data|dataset|file|table|columns)"
-        rf"|{_W}(describe|summariz\w*|profile|explore) (it|this){_E}|what('s| is) in (the|this|my) (data|file|dataset)|data (summary|overview|profile)"
-        r"|描述数据|数据概况|数据概览|描述一下|探索数据|数据描述|看看数据|查看数据|数据摘要"
+        rf"|{_W}(describe|summariz\w*|profile|explore) (it|this){_E}|what('s| is) in (the|this|my) (data|file|dataset|csv)|data (summary|overview|profile)"
+        rf"|{_W}(overview|summary|profile) of (the |this |my )?(csv|file|table|data)|{_W}what (columns|fields)\b|does (this|the) (file|data|dataset|csv|table) (have|contain)"
+        r"|描述数据|数据概况|数据概览|描述一下|探索数据|数据描述|看看数据|查看数据|数据摘要|有哪些列|哪些字段|数据.{0,4}(概况|概览|摘要)"
     ),
     "show_runs": _re(
         rf"{_W}((show|list|display|see|view|print|get)( me)?( the| my| all| recent| latest| last)*( \d+)?( most)?( recent| latest| last)? (runs|experiments)"
-        rf"|(last|latest|recent|previous|past) \d* ?runs|run history|runs? so far)"
-        r"|运行记录|实验记录|最近的运行|历史运行|最近 ?\d* ?次运行|列出.*运行|(最近|show|list|列出|显示)\s*\d*\s*(个|次|条)?\s*(runs?|运行|实验)"
+        rf"|(last|latest|recent|previous|past) \d* ?runs|run history|runs? so far|what (did|have) (i|we) (run|tried)|runs? recently|recent(ly)? (runs|experiments))"
+        r"|运行记录|实验记录|最近的运行|历史运行|最近的?\s*\d*\s*(个|次|条)?\s*(runs?|运行|实验)|列出.*运行|(show|list|列出|显示)\s*\d*\s*(个|次|条)?\s*(runs?|运行|实验)"
+        r"|最近.{0,8}(runs?|运行|跑)|(跑过|运行过)的"
     ),
     "best_model": _re(
         rf"{_W}(best|top|winning|strongest) (model|run)s?{_E}|{_W}(which|what) (model|run)s?\b.*\b(best|highest|lowest|top|max\w*|min\w*|smallest|largest)"
+        rf"|{_W}(best|highest|lowest|top|smallest|largest|strongest)\b[\w\s'-]{{0,40}}\b(model|run){_E}"
         r"|最好的模型|最佳模型|最优模型|最好的运行|哪个(模型|运行|实验).*(最高|最低|最好|最佳|最优|最大|最小)|最(高|低|好|佳|优)的(模型|运行)"
+        r"|(最高|最低|最好|最佳|最优|最大|最小).{0,6}(哪个|模型|运行)"
     ),
     "compare_runs": _re(
-        rf"{_W}compare\b.*\bruns?{_E}|{_W}runs?\b.*\b(side by side|compare|comparison|diff)"
-        r"|比较.*运行|对比.*运行"
+        rf"{_W}compare\b.*\bruns?{_E}|{_W}runs?\b.*\b(side by side|compare|comparison|diff|vs\.?|versus)|{_W}diff\b.*\bruns?{_E}"
+        r"|比较.*运行|对比.*运行|(对比|比较|diff).{0,6}runs?"
     ),
     "show_study": _re(rf"{_W}(optuna )?stud(y|ies){_E}" r"|研究|调参记录|study"),
     "follow_up": _re(
@@ -297,8 +307,9 @@ LOGISTIC = re.compile(rf"{_W}logistic( regression)?{_E}|{_W}logit{_E}|逻辑回�
 def _neg(*things: str) -> re.Pattern[str]:
     body = "|".join(things)
     return re.compile(
-        rf"{_W}(no|without|skip(ping)?|don'?t( do| use| want| need)?|do not( do| use)?|never|avoid|exclude|disable|turn off|leave out|omit)( any| the| doing| using)? ({body})"
-        rf"|(不要|不用|无需|不需要|不做|跳过|不进行|别|禁用|关闭|去掉)(做|进行|用|使用)?({body})"
+        rf"{_W}(no|without|skip(ping)?|don'?t|do not|never|avoid|exclude|disable|turn off|leave out|omit)"
+        rf"( (any|the|a|do|doing|use|using|want|need|bother( with)?|remove|removing|drop|dropping|apply|applying|run|running|it|with|any more)){{0,3}} ({body})"
+        rf"|(不要|不用|无需|不需要|不做|跳过|不进行|别|禁用|关闭|去掉)\s*(做|进行|用|使用)?\s*({body})"
     )
 
 
@@ -369,7 +380,7 @@ STRATEGIES: list[tuple[str, re.Pattern[str]]] = [
     (
         "mean",
         re.compile(
-            rf"{_W}(mean|average)[ -]?(imputation|impute|fill|value)|{_W}(fill|impute|replace)\w*\b.*\b(mean|average){_E}|均值|平均值"
+            rf"{_W}(mean|average)[ -]?(imputation|impute|fill|value)|{_W}(fill|impute|replace)\w*\b.*\b(mean|average)s?{_E}|均值|平均值"
         ),
     ),
     ("mode", re.compile(rf"{_W}(mode|most frequent)( value| imputation)?{_E}|众数")),
@@ -377,6 +388,7 @@ STRATEGIES: list[tuple[str, re.Pattern[str]]] = [
         "drop",
         re.compile(
             rf"{_W}(drop|remove|delete|discard)\w*\b.*\b(rows?|records?|samples?)\b.*\b(missing|nan|null|empty)|{_W}(drop|remove|delete)\w* (the )?(missing|incomplete|nan|null)|(删除|删掉|丢弃|去掉|剔除).{{0,6}}(缺失|空值)"
+            rf"|(缺失|空值)值?[^,，。]{{0,6}}(drop|删|丢弃|去掉)|{_W}missing\w*\s+(drop|remove)\w*"
         ),
     ),
 ]

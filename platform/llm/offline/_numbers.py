@@ -30,10 +30,11 @@ TOP_K = [
     re.compile(rf"{_N}\s*(?:个)?(?:最重要|关键|重要)的?(?:特征|因素|变量)"),
 ]
 RUN_LIMIT = [
-    re.compile(rf"{_W}(?:last|latest|recent|previous|past|first|top)\s+{_N}\s+(?:\w+ )?runs"),
-    re.compile(rf"{_N}\s+(?:most )?(?:recent|latest|last)\s+runs"),
+    re.compile(rf"{_W}(?:last|latest|recent|previous|past|first|top)\s+{_N}\s+(?:\S+ )?runs"),
+    re.compile(rf"{_N}\s+(?:most )?(?:recent|latest|last)\s+(?:\S+ )?runs"),
     re.compile(rf"{_W}{_N}\s+runs"),
-    re.compile(rf"(?:最近|最新|前)\s*{_N}\s*(?:次|个|条)?"),
+    re.compile(rf"(?:最近|最新|前)的?\s*{_N}\s*(?:次|个|条)?"),
+    re.compile(rf"{_W}(?:last|latest|recent|previous|past|first|top)\s+{_N}" r"(?![.\d])"),
 ]
 _UNITS = {
     "s": 1,
@@ -90,8 +91,17 @@ def first_int(
     return None
 
 
+_AND_A_HALF = re.compile(
+    rf"(?:{_N}|an|one|a)\s*(?:hours?|hrs?|h) and a half|{_N}\s*个?半(?:小时|钟头)"
+)
+
+
 def duration_seconds(text: str) -> int | None:
     """A time budget in whole seconds ("10 minutes", "half an hour", "30分钟")."""
+    half = _AND_A_HALF.search(text)
+    if half:
+        hours = half.group(1) or half.group(2)
+        return round((float(hours) if hours else 1.0) * 3600 + 1800)
     for match in DURATION.finditer(text):
         value = float(match.group(1))
         unit = _UNITS.get(match.group(2))
@@ -107,6 +117,7 @@ def duration_seconds(text: str) -> int | None:
 
 def strip_durations(text: str) -> str:
     """Text without time budgets, so "10 minutes" is never read as 10 trials."""
+    text = _AND_A_HALF.sub(" ", text)
     text = DURATION.sub(" ", text)
     for pattern, _ in WORD_DURATIONS:
         text = pattern.sub(" ", text)

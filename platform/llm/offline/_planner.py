@@ -21,13 +21,14 @@ from mlpilot.platform.plan.validate import describe_candidates
 _NAME = r"[\"'`“”‘’]?([a-z0-9][\w.\-]*[a-z0-9]|[a-z0-9])[\"'`“”‘’]?"
 _REGISTER_NAME = [
     re.compile(
-        rf"(?:register\w*|save|publish|promot\w*)\b.*?\b(?:as|under|named|called|with (?:the )?name|to)\s+(?:the )?(?:name |model )?{_NAME}"
+        rf"(?:register\w*|save|publish|promot\w*)\b.*?\b(?:as|under|named|called|call it|name it|with (?:the )?name)\s+(?:the )?(?:name |model )?{_NAME}"
     ),
+    re.compile(rf"\b(?:call|name) it\s+{_NAME}"),
     re.compile(rf"(?:注册为|注册成|注册到|命名为|名为|名称为|叫做|叫)\s*{_NAME}"),
     re.compile(rf"(?:model name|registered model|name)\s*[=:]\s*{_NAME}"),
 ]
 _ALIAS = [
-    re.compile(rf"(?:alias|tag(?:ged)?)\s*(?:of|as|=|:)?\s*@?{_NAME}"),
+    re.compile(rf"(?<![a-z])(?:alias|tag(?:ged)?)(?![a-z])\s*(?:of|as|=|:)?\s*@?{_NAME}"),
     re.compile(r"@([a-z][\w\-]*)"),
     re.compile(
         r"(?:as|to) (?:the |our )?(champion|challenger|production|staging|candidate|baseline)\b"
@@ -60,6 +61,8 @@ _NOT_IDS = {
     "ec2",
 }
 _STOP_NAMES = {
+    "registry",
+    "champion",
     "the",
     "a",
     "an",
@@ -135,33 +138,11 @@ class Parsed:
 
     # -- reading ----------------------------------------------------------------------------
     def _model(self) -> str | None:
-        found: list[tuple[int, str]] = []
-        text = self.text
-        for name, pattern in lex.MODEL_RES:
-            for match in pattern.finditer(text):
-                found.append((match.start(), name))
-                text = (
-                    text[: match.start()]
-                    + " " * (match.end() - match.start())
-                    + text[match.end() :]
-                )
-        if not found:
-            return None
-        name = min(found)[1]
+        name = _earliest(self.text, lex.MODEL_RES) or _earliest(self.text, lex.GENERIC_MODEL_RES)
         return lex.BOOSTING_DEFAULT if name == "boosting" else name
 
     def _metric(self) -> str | None:
-        text = self.text
-        found: list[tuple[int, str]] = []
-        for name, pattern in lex.METRIC_RES:
-            for match in pattern.finditer(text):
-                found.append((match.start(), name))
-                text = (
-                    text[: match.start()]
-                    + " " * (match.end() - match.start())
-                    + text[match.end() :]
-                )
-        return min(found)[1] if found else None
+        return _earliest(self.text, lex.METRIC_RES)
 
     def has(self, intent: str) -> bool:
         return intent in self.intents
@@ -214,11 +195,7 @@ class Parsed:
             ids = self._run_ids()
             if len(ids) >= 2 or not pipeline_words:
                 return _single("compare_runs", {"run_ids": ids})
-        if (
-            self.has("show_study")
-            and (self.has("show") or not pipeline_words)
-            and not self.has("tune")
-        ):
+        if self.has("show_study") and (self.has("show") or not pipeline_words):
             return _single("show_study", {"name": self._original_case(self._study_name())})
         if self.has("show_runs") and not self.has("register"):
             limit = num.first_int(num.RUN_LIMIT, self.text, 1, 1000) or 10
@@ -287,7 +264,7 @@ class Parsed:
                 break
         for pattern in _ALIAS:
             match = pattern.search(self.text)
-            if match and match.group(1) not in _STOP_NAMES:
+            if match and match.group(1) not in _STOP_NAMES - {"champion"}:
                 alias = match.group(1)
                 break
         if name in {"champion", "challenger", "production", "staging"} and alias in (None, name):
@@ -362,16 +339,8 @@ class Parsed:
             tune = True
             if self.trials is None and last_tune.get("args", {}).get("trials"):
                 self.trials = last_tune["args"]["trials"]
-        if (
-            model == "auto"
-            and not tune
-            and (
-                self.trials
-                or self.timeout_s
-                or re.search(r"automl|auto ml|自动机器学习", self.text)
-            )
-        ):
-            tune = True
+        if model == "auto" and "tune" not in self.negated:
+            tune = True  # "try every model" is a search across families
         template, params = self._choose_template(wants_model, tune, model)
         plan = request.templates.get(template).instantiate(
             params, data_path=data_path, target=target, task=task
@@ -549,6 +518,17 @@ class Parsed:
             parts.append(f"target {target!r}")
         parts.append("steps: " + " → ".join(s.tool for s in steps))
         return "Offline planner: " + "; ".join(parts) + "."
+
+
+def _earliest(text: str, patterns: list[tuple[str, re.Pattern[str]]]) -> str | None:
+    """The name whose pattern matches first in ``text``; longer phrases listed earlier win
+    where they overlap, because each match is blanked out before shorter patterns run."""
+    found: list[tuple[int, str]] = []
+    for name, pattern in patterns:
+        for match in pattern.finditer(text):
+            found.append((match.start(), name))
+            text = text[: match.start()] + " " * (match.end() - match.start()) + text[match.end() :]
+    return min(found)[1] if found else None
 
 
 def _single(tool: str, args: dict[str, Any]) -> Plan:

@@ -81,6 +81,10 @@ def _variants(name: str) -> set[str]:
             forms.add(" ".join([*words[:-1], plural]))
     if last.endswith("s") and len(last) > 3:
         forms.add(" ".join([*words[:-1], last[:-1]]))
+    # Chinese yes/no columns are named 是否X; people say X ("预测复发" for 是否复发)
+    for prefix in ("是否", "是不是", "有无", "有没有"):
+        if name.startswith(prefix) and len(name) > len(prefix) + 1:
+            forms.add(name[len(prefix) :])
     return {f for f in forms if f}
 
 
@@ -113,15 +117,29 @@ def find_mentions(text: str, profile: DataProfile) -> list[Mention]:
                 break
         if found:
             continue
-        # a typo of a one-word column name ("chrun" for churn)
-        words = _words(column.name)
-        if len(words) == 1 and len(words[0]) >= 4 and not _has_cjk(words[0]):
-            for word, start in prompt_words:
-                limit = min(allowed_typos(word), allowed_typos(words[0]))
-                if word != words[0] and 0 < damerau(word, words[0], 2) <= limit:
-                    mentions.append(Mention(column.name, start, 1.0))
-                    break
+        typo = _typo_mention(column.name, prompt_words)
+        if typo is not None:
+            mentions.append(Mention(column.name, typo, 1.0))
     return mentions
+
+
+def _typo_mention(name: str, prompt_words: list[tuple[str, int]]) -> int | None:
+    """Where the prompt names ``name`` with a one- or two-letter typo ("chrun", "rain tomorow")."""
+    words = _words(name)
+    joined = " ".join(words)
+    if _has_cjk(joined) or len(joined.replace(" ", "")) < 4:
+        return None
+    n = len(words)
+    for i in range(len(prompt_words) - n + 1):
+        candidate = " ".join(w for w, _ in prompt_words[i : i + n])
+        if candidate[0] != joined[0]:
+            continue
+        limit = min(
+            allowed_typos(candidate.replace(" ", "")), allowed_typos(joined.replace(" ", ""))
+        )
+        if candidate != joined and 0 < damerau(candidate, joined, 2) <= limit:
+            return prompt_words[i][1]
+    return None
 
 
 def _matches_concept(name: str, english: tuple[str, ...]) -> bool:

@@ -255,11 +255,71 @@ def _replace_chinese_numbers(text: str) -> str:
     return _CN_NUMBER.sub(repl, text)
 
 
+_EN_UNITS = {
+    "two": 2,
+    "three": 3,
+    "four": 4,
+    "five": 5,
+    "six": 6,
+    "seven": 7,
+    "eight": 8,
+    "nine": 9,
+    "ten": 10,
+    "eleven": 11,
+    "twelve": 12,
+    "thirteen": 13,
+    "fourteen": 14,
+    "fifteen": 15,
+    "sixteen": 16,
+    "seventeen": 17,
+    "eighteen": 18,
+    "nineteen": 19,
+}
+_EN_TENS = {
+    "twenty": 20,
+    "thirty": 30,
+    "forty": 40,
+    "fifty": 50,
+    "sixty": 60,
+    "seventy": 70,
+    "eighty": 80,
+    "ninety": 90,
+}
+_EN_NUMBER = re.compile(
+    r"\b(?:(a|one|two|three|four|five|six|seven|eight|nine|ten)[ -]hundred(?:[ -](?:and[ -])?)?)?"
+    r"(?:(twenty|thirty|forty|fifty|sixty|seventy|eighty|ninety)(?:[ -](one|two|three|four|five|six|seven|eight|nine))?"
+    r"|(two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|thirteen|fourteen|fifteen|sixteen|seventeen|eighteen|nineteen))?\b"
+)
+_ONES = {"one": 1, **{k: v for k, v in _EN_UNITS.items() if v < 10}}
+
+
+def _replace_english_numbers(text: str) -> str:
+    """ "thirty" → 30, "a hundred" → 100, "forty five" → 45 ("one" alone stays a word)."""
+
+    def repl(match: re.Match[str]) -> str:
+        hundreds, tens, tens_unit, unit = match.groups()
+        if not (hundreds or tens or unit):
+            return match.group(0)
+        value = (1 if hundreds in ("a", "one") else _ONES.get(hundreds or "", 0)) * 100
+        value += (
+            _EN_TENS.get(tens or "", 0)
+            + _ONES.get(tens_unit or "", 0)
+            + _EN_UNITS.get(unit or "", 0)
+        )
+        trailing = " " if match.group(0).endswith((" ", "-")) else ""
+        return f"{value}{trailing}"
+
+    return _EN_NUMBER.sub(repl, text)
+
+
 def normalize(prompt: str) -> str:
     """Lower-case ASCII-width text with American spellings and Arabic numerals."""
     text = unicodedata.normalize("NFKC", prompt).lower()
     text = text.replace("²", "2").replace("’", "'").replace("“", '"').replace("”", '"')
+    text = re.sub(r"\bw/o\b", "without", text)
+    text = re.sub(r"\bw/(?=\s)", "with", text)
     text = _replace_chinese_numbers(text)
+    text = _replace_english_numbers(text)
     text = re.sub(r"[a-z]+", lambda m: BRITISH.get(m.group(0), m.group(0)), text)
     return re.sub(r"[ \t]+", " ", text).strip()
 
