@@ -6,7 +6,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from helpers import NxServer
+from helpers import MlflowServer, NxServer
 
 _SCRUBBED = (
     "MLFLOW_TRACKING_URI",
@@ -43,6 +43,15 @@ def sales_csv(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def nx_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NxServer]:
     server = NxServer(tmp_path_factory.mktemp("nx"))
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def mlflow_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MlflowServer]:
+    """A real ``mlflow server`` for the session (sqlite backend, artifacts served by it)."""
+    server = MlflowServer(tmp_path_factory.mktemp("mlflow-server"))
     server.start()
     yield server
     server.stop()

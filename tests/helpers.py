@@ -95,3 +95,108 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
     return [
         json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()
     ]
+
+
+class MlflowServer:
+    """A real ``mlflow server`` (sqlite backend, proxied artifacts) on a free local port."""
+
+    def __init__(self, workdir: Path) -> None:
+        self.workdir = workdir
+        self.port = free_port()
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def uri(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self, timeout: float = 120.0) -> None:
+        import urllib.error
+        import urllib.request
+
+        exe = shutil.which("mlflow", path=str(BIN)) or shutil.which("mlflow")
+        assert exe, "mlflow is not installed"
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
+        for name in ("MLFLOW_TRACKING_URI", "MLFLOW_RUN_ID"):
+            env.pop(name, None)
+        self.log = (self.workdir / "server.log").open("wb")
+        self.proc = subprocess.Popen(
+            [
+                exe,
+                "server",
+                "--backend-store-uri",
+                f"sqlite:///{self.workdir / 'mlflow.db'}",
+                "--artifacts-destination",
+                str(self.workdir / "artifacts"),
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(self.port),
+                "--workers",
+                "1",
+            ],
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+            env=env,
+            cwd=self.workdir,
+            start_new_session=True,
+        )
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"mlflow server exited: see {self.workdir / 'server.log'}")
+            try:
+                with urllib.request.urlopen(self.uri + "/health", timeout=2) as response:
+                    if response.status == 200:
+                        return
+            except (urllib.error.URLError, OSError):
+                pass
+            time.sleep(0.25)
+        self.stop()
+        raise RuntimeError(f"mlflow server did not answer /health within {timeout} s")
+
+    def stop(self) -> None:
+        import signal
+
+        if self.proc and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)  # the server and its uvicorn worker
+            try:
+                self.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+        if getattr(self, "log", None):
+            self.log.close()
+
+
+def tracking_env(home: Path, mlflow_uri: str, mongo_uri: str, **extra: str) -> dict[str, str]:
+    """Environment for ``mlpilot`` against a tracking server and a MongoDB-protocol server."""
+    return {
+        "MLPILOT_HOME": str(home),
+        "MLPILOT_LLM": "offline",
+        "MLFLOW_TRACKING_URI": mlflow_uri,
+        "MLPILOT_MONGO_URI": mongo_uri,
+        "MLPILOT_ENGINE": "cpu",
+        "NVIDIA_API_KEY": "",
+        "OPENAI_API_KEY": "",
+        "OMP_NUM_THREADS": "1",
+        "OPENBLAS_NUM_THREADS": "1",
+        "MKL_NUM_THREADS": "1",
+        "COLUMNS": "200",
+        **extra,
+    }
+
+
+def invoke_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """Run an ``mlpilot`` command in this process (no interpreter start-up): for the many
+    quick queries of a test. ``run`` itself is better started as a real process."""
+    from typer.testing import CliRunner
+
+    from mlpilot.platform.cli.main import app
+
+    result = CliRunner().invoke(app, list(args), env=env)
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        raise result.exception
+    return subprocess.CompletedProcess(
+        ["mlpilot", *args], result.exit_code, result.stdout, result.stderr
+    )

@@ -1,7 +1,19 @@
-"""The MLflow Model Registry: versions with lineage tags, and aliases (never stages)."""
+"""The MLflow Model Registry: versions with lineage tags, and aliases (never stages).
+
+Model references accept ``NAME@ALIAS``, ``NAME/VERSION``, ``NAME`` (the latest version)
+and the same behind ``models:/``. Registering, promoting and showing go through the
+functions here, from the CLI (``mlpilot models …``) and the ``register_model`` tool alike.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import json
+import re
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mlpilot.platform.errors import TrackingError
@@ -11,8 +23,36 @@ if TYPE_CHECKING:
 
 LOWER_IS_BETTER = frozenset({"rmse", "mae", "log_loss"})
 DEFAULT_METRICS = ("rmse", "roc_auc", "accuracy", "r2")
+TAG_SOURCE_RUN = "mlpilot.source_run"
+TAG_METRIC_VALUE = "mlpilot.metric_value"
+#: run tags copied onto every registered version
+LINEAGE_RUN_TAGS = (
+    "mlpilot.prompt",
+    "mlpilot.dataset_fingerprint",
+    "mlpilot.session_id",
+    "mlpilot.target",
+    "mlpilot.task",
+    "mlpilot.metric",
+    "mlpilot.template",
+)
+_RUN_ID = re.compile(r"^[0-9A-Za-z-]+$")
 
 
+@contextlib.contextmanager
+def mlflow_errors(what: str) -> Iterator[None]:
+    """MLflow's exceptions as one-line ``TrackingError``s that say what was being done."""
+    from mlflow.exceptions import MlflowException
+
+    try:
+        yield
+    except MlflowException as exc:
+        first = (str(exc.message if hasattr(exc, "message") else exc).strip().splitlines() or [""])[
+            0
+        ]
+        raise TrackingError(f"{what}: {first[:300]}") from None
+
+
+# -- runs ---------------------------------------------------------------------------------------
 def model_uri_of_run(client: MlflowClient, run_id: str) -> str | None:
     """``models:/m-…`` of the latest model a run logged, or None."""
     run = client.get_run(run_id)
@@ -50,10 +90,12 @@ def best_run(client: MlflowClient, experiment_id: str, metric: str | None) -> tu
 
 
 def resolve_source(
-    client: MlflowClient, experiment_id: str, run_id: str | None, metric: str | None
+    client: MlflowClient, experiment_id: str | None, run_id: str | None, metric: str | None
 ) -> tuple[str, str]:
     """(source run id, model uri) for ``run_id``, or for the experiment's best run."""
     if run_id is None:
+        if experiment_id is None:
+            raise TrackingError("no run given and no experiment to pick the best run from")
         run_id, _ = best_run(client, experiment_id, metric)
     else:
         run_id = resolve_run_id(client, experiment_id, run_id)
@@ -64,16 +106,21 @@ def resolve_source(
 
 
 def resolve_run_id(client: MlflowClient, experiment_id: str | None, run_id: str) -> str:
-    """Accept a full run id or a unique prefix of one."""
+    """Accept a full run id or a unique prefix of one (at least 4 characters).
+
+    Prefixes are looked up in ``experiment_id``, or in every experiment when it is None.
+    """
     from mlflow.exceptions import MlflowException
 
+    run_id = run_id.strip()
+    if not run_id or not _RUN_ID.match(run_id):
+        raise TrackingError(f"{run_id!r} is not a run id", hint="list runs with: mlpilot runs list")
     try:
         return client.get_run(run_id).info.run_id
     except MlflowException:
         pass
-    if experiment_id is not None and len(run_id) >= 4:
-        runs = client.search_runs([experiment_id], max_results=1000)
-        matches = [r.info.run_id for r in runs if r.info.run_id.startswith(run_id)]
+    if len(run_id) >= 4:
+        matches = _runs_with_prefix(client, experiment_id, run_id)
         if len(matches) == 1:
             return matches[0]
         if len(matches) > 1:
@@ -84,6 +131,153 @@ def resolve_run_id(client: MlflowClient, experiment_id: str | None, run_id: str)
     raise TrackingError(f"no run with id {run_id!r}", hint="list runs with: mlpilot runs list")
 
 
+def _runs_with_prefix(client: MlflowClient, experiment_id: str | None, prefix: str) -> list[str]:
+    from mlflow.exceptions import MlflowException
+
+    from mlpilot.tracking.mlflow_store import all_experiment_ids, search_all_runs
+
+    ids = [experiment_id] if experiment_id is not None else all_experiment_ids(client)
+    if not ids:
+        return []
+    try:
+        runs = client.search_runs(
+            ids, filter_string=f"attributes.run_id LIKE '{prefix}%'", max_results=10
+        )
+        return sorted({r.info.run_id for r in runs})
+    except MlflowException:  # a store without LIKE on run ids: look through them all
+        runs = search_all_runs(client, ids)
+        return sorted({r.info.run_id for r in runs if r.info.run_id.startswith(prefix)})
+
+
+# -- references ---------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class ModelRef:
+    """A registered model, and optionally one version of it by alias or number."""
+
+    name: str
+    alias: str | None = None
+    version: str | None = None
+
+    @property
+    def uri(self) -> str:
+        if self.alias:
+            return f"models:/{self.name}@{self.alias}"
+        if self.version:
+            return f"models:/{self.name}/{self.version}"
+        return f"models:/{self.name}/latest"
+
+    def __str__(self) -> str:
+        if self.alias:
+            return f"{self.name}@{self.alias}"
+        return f"{self.name}/{self.version}" if self.version else self.name
+
+
+def parse_model_ref(text: str) -> ModelRef:
+    """``NAME@ALIAS``, ``NAME/VERSION`` or ``NAME``, with or without ``models:/``."""
+    ref = text.strip().removeprefix("models:/")
+    if not ref or (ref.startswith("m-") and "@" not in ref and "/" not in ref):
+        raise TrackingError(
+            f"{text!r} is not a registered model reference",
+            hint="use NAME@ALIAS, NAME/VERSION or NAME",
+        )
+    if "@" in ref:
+        name, alias = ref.rsplit("@", 1)
+        if not name or not alias:
+            raise TrackingError(f"{text!r} is not a registered model reference")
+        return ModelRef(name, alias=alias)
+    if "/" in ref:
+        name, version = ref.rsplit("/", 1)
+        if version == "latest":
+            return ModelRef(name)
+        if not version.isdigit():
+            raise TrackingError(f"{text!r}: the version must be a number (or latest)")
+        return ModelRef(name, version=version)
+    return ModelRef(ref)
+
+
+def _quote(value: str) -> str:
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def get_version(client: MlflowClient, ref: ModelRef) -> Any:
+    """The ``ModelVersion`` ``ref`` points to (its latest version when it names none)."""
+    with mlflow_errors(f"no model version {ref}"):
+        if ref.alias:
+            return client.get_model_version_by_alias(ref.name, ref.alias)
+        if ref.version:
+            return client.get_model_version(ref.name, ref.version)
+        client.get_registered_model(ref.name)
+    versions = _versions(client, ref.name)
+    if not versions:
+        raise TrackingError(f"registered model {ref.name!r} has no versions")
+    return versions[0]
+
+
+def _versions(client: MlflowClient, name: str) -> list[Any]:
+    with mlflow_errors(f"cannot list the versions of {name!r}"):
+        found = list(client.search_model_versions(f"name = {_quote(name)}"))
+    return sorted(found, key=lambda v: int(v.version), reverse=True)
+
+
+# -- listing ------------------------------------------------------------------------------------
+def list_models(client: MlflowClient) -> list[dict[str, Any]]:
+    """Every registered model: name, latest version, aliases, version count, last update."""
+    models: list[Any] = []
+    token = None
+    with mlflow_errors("cannot list registered models"):
+        while True:
+            page = client.search_registered_models(max_results=1000, page_token=token)
+            models += list(page)
+            token = page.token
+            if not token:
+                break
+    out = []
+    for model in sorted(models, key=lambda m: m.name):
+        versions = _versions(client, model.name)
+        out.append(
+            {
+                "name": model.name,
+                "versions": len(versions),
+                "latest_version": versions[0].version if versions else None,
+                "aliases": {a: str(v) for a, v in sorted((model.aliases or {}).items())},
+                "description": model.description or "",
+                "updated_at": _iso(model.last_updated_timestamp),
+            }
+        )
+    return out
+
+
+def list_versions(client: MlflowClient, name: str) -> list[dict[str, Any]]:
+    """The versions of ``name``, newest first, with aliases, source run and metric."""
+    with mlflow_errors(f"no registered model {name!r}"):
+        model = client.get_registered_model(name)
+    by_version: dict[str, list[str]] = {}
+    for alias, version in (model.aliases or {}).items():
+        by_version.setdefault(str(version), []).append(alias)
+    return [
+        _version_summary(v, sorted(by_version.get(str(v.version), [])))
+        for v in _versions(client, name)
+    ]
+
+
+def _version_summary(version: Any, aliases: list[str]) -> dict[str, Any]:
+    tags = dict(version.tags or {})
+    metric = tags.get("mlpilot.metric")
+    return {
+        "name": version.name,
+        "version": str(version.version),
+        "aliases": aliases,
+        "status": version.status,
+        "source_run": version.run_id or tags.get(TAG_SOURCE_RUN) or None,
+        "model_uri": version.source,
+        "metric": metric,
+        "metric_value": _number(tags.get(TAG_METRIC_VALUE)),
+        "created_at": _iso(version.creation_timestamp),
+        "tags": tags,
+    }
+
+
+# -- changing -----------------------------------------------------------------------------------
 def register(
     client: MlflowClient,
     *,
@@ -93,25 +287,40 @@ def register(
     source_run_id: str | None,
     lineage: dict[str, str] | None = None,
 ) -> dict[str, Any]:
-    """Create a new version of ``name`` from ``model_uri`` with lineage tags; set ``alias``."""
+    """Create a new version of ``name`` from ``model_uri`` with lineage tags; set ``alias``.
+
+    Lineage tags: the source run, and the run's prompt, dataset fingerprint, session,
+    target, task, and main metric with its test value.
+    """
     from mlflow.exceptions import MlflowException
 
-    try:
-        client.get_registered_model(name)
-    except MlflowException:
-        client.create_registered_model(name, description="Registered by mlpilot")
-    tags = {"mlpilot.source_run": source_run_id or "", **(lineage or {})}
+    with mlflow_errors(f"cannot register model {name!r}"):
+        try:
+            client.get_registered_model(name)
+        except MlflowException:
+            try:
+                client.create_registered_model(name, description="Registered by mlpilot")
+            except MlflowException as exc:
+                if "already exists" not in str(exc):  # another process created it meanwhile
+                    raise
+    tags = {TAG_SOURCE_RUN: source_run_id or "", **(lineage or {})}
     if source_run_id:
         run = client.get_run(source_run_id)
-        for key in ("mlpilot.prompt", "mlpilot.dataset_fingerprint", "mlpilot.session_id"):
-            if key in run.data.tags:
+        for key in LINEAGE_RUN_TAGS:
+            if run.data.tags.get(key):
                 tags.setdefault(key, run.data.tags[key])
+        metric = tags.get("mlpilot.metric")
+        value = run.data.metrics.get(f"test_{metric}") if metric else None
+        if value is not None:
+            tags.setdefault(TAG_METRIC_VALUE, f"{value:.6g}")
+    tags = {k: str(v)[:5000] for k, v in tags.items() if v not in (None, "")}
     model_id = model_uri.split("/", 1)[1] if model_uri.startswith("models:/m-") else None
-    version = client.create_model_version(
-        name, source=model_uri, run_id=source_run_id, tags=tags, model_id=model_id
-    )
-    if alias:
-        client.set_registered_model_alias(name, alias, version.version)
+    with mlflow_errors(f"cannot register {model_uri} as {name!r}"):
+        version = client.create_model_version(
+            name, source=model_uri, run_id=source_run_id, tags=tags, model_id=model_id
+        )
+        if alias:
+            client.set_registered_model_alias(name, alias, version.version)
     return {
         "name": name,
         "version": str(version.version),
@@ -119,3 +328,121 @@ def register(
         "source_run": source_run_id,
         "model_uri": model_uri,
     }
+
+
+def promote(client: MlflowClient, name: str, version: str, alias: str) -> dict[str, Any]:
+    """Point ``name@alias`` at ``version``; returns the version it pointed to before."""
+    from mlflow.exceptions import MlflowException
+
+    with mlflow_errors(f"no version {version} of model {name!r}"):
+        client.get_model_version(name, str(version))
+    previous = None
+    with contextlib.suppress(MlflowException):
+        previous = str(client.get_model_version_by_alias(name, alias).version)
+    with mlflow_errors(f"cannot set alias {alias!r} on {name}/{version}"):
+        client.set_registered_model_alias(name, alias, str(version))
+    return {"name": name, "alias": alias, "version": str(version), "previous": previous}
+
+
+# -- lineage ------------------------------------------------------------------------------------
+def describe_version(client: MlflowClient, ref: ModelRef, store: Any = None) -> dict[str, Any]:
+    """A version with its lineage: source run, prompt, plan, dataset, metrics.
+
+    ``store`` (the metadata store, optional) supplies the run document when it has one;
+    otherwise everything comes from MLflow (tags and the run's ``plan.json``).
+    """
+    version = get_version(client, ref)
+    with mlflow_errors(f"no registered model {ref.name!r}"):
+        model = client.get_registered_model(ref.name)
+    aliases = sorted(a for a, v in (model.aliases or {}).items() if str(v) == str(version.version))
+    summary = _version_summary(version, aliases)
+    tags = summary["tags"]
+    lineage: dict[str, Any] = {
+        "source_run": summary["source_run"],
+        "prompt": tags.get("mlpilot.prompt"),
+        "dataset_fingerprint": tags.get("mlpilot.dataset_fingerprint"),
+        "target": tags.get("mlpilot.target"),
+        "task": tags.get("mlpilot.task"),
+        "metric": summary["metric"],
+        "metric_value": summary["metric_value"],
+        "plan": None,
+        "dataset": None,
+        "metrics": {},
+        "run_status": None,
+        "experiment_id": None,
+    }
+    run_id = summary["source_run"]
+    if run_id:
+        _add_run_lineage(client, run_id, lineage, store)
+    return {**{k: v for k, v in summary.items() if k != "tags"}, "tags": tags, "lineage": lineage}
+
+
+def _add_run_lineage(
+    client: MlflowClient, run_id: str, lineage: dict[str, Any], store: Any
+) -> None:
+    from mlflow.exceptions import MlflowException
+
+    try:
+        run = client.get_run(run_id)
+    except MlflowException:
+        lineage["run_status"] = "deleted"
+        return
+    lineage["run_status"] = run.info.status
+    lineage["experiment_id"] = run.info.experiment_id
+    lineage["metrics"] = dict(sorted(run.data.metrics.items()))
+    lineage["prompt"] = lineage["prompt"] or run.data.tags.get("mlpilot.prompt")
+    lineage["dataset_fingerprint"] = lineage["dataset_fingerprint"] or run.data.tags.get(
+        "mlpilot.dataset_fingerprint"
+    )
+    doc = None
+    if store is not None:
+        with contextlib.suppress(Exception):  # a store that is down only costs the extras
+            doc = store.get_run(run_id)
+    if doc:
+        lineage["plan"] = doc.get("plan")
+        lineage["prompt"] = doc.get("prompt") or lineage["prompt"]
+        lineage["dataset"] = doc.get("dataset")
+        lineage["session_id"] = doc.get("session_id")
+    if lineage["plan"] is None:
+        lineage["plan"] = load_json_artifact(client, run_id, "plan.json")
+    if lineage["dataset"] is None:
+        lineage["dataset"] = _dataset_input(run)
+
+
+def load_json_artifact(client: MlflowClient, run_id: str, path: str) -> Any:
+    """A run's JSON artifact, or None when it has none."""
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            local = client.download_artifacts(run_id, path, tmp)
+            return json.loads(Path(local).read_text(encoding="utf-8"))
+    except Exception:
+        return None
+
+
+def _dataset_input(run: Any) -> dict[str, Any] | None:
+    inputs = getattr(getattr(run, "inputs", None), "dataset_inputs", None) or []
+    if not inputs:
+        return None
+    dataset = inputs[0].dataset
+    out: dict[str, Any] = {"name": dataset.name, "digest": dataset.digest}
+    with contextlib.suppress(Exception):
+        out["source"] = json.loads(dataset.source).get("uri") or dataset.source
+    with contextlib.suppress(Exception):
+        profile = json.loads(dataset.profile or "{}")
+        out["rows"] = profile.get("num_rows")
+    return out
+
+
+def _iso(millis: int | None) -> str | None:
+    if not millis:
+        return None
+    from datetime import datetime, timezone
+
+    return datetime.fromtimestamp(millis / 1000, tz=timezone.utc).isoformat(timespec="seconds")
+
+
+def _number(text: str | None) -> float | None:
+    try:
+        return float(text) if text is not None else None
+    except ValueError:
+        return None

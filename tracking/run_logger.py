@@ -1,26 +1,78 @@
 """Logging to one MLflow run through an explicit client and run id (no fluent state).
 
-``MlflowRunLogger`` is what pipelines and the orchestrator write through; metrics and
-params go out in batches. ``NullRunLogger`` logs nothing (``pipeline.py --no-track``).
+``MlflowRunLogger`` is what pipelines and the orchestrator write through; metrics, params
+and tags go out in batches (``log_batch``). A nested run from ``child()`` holds its
+params, metrics and tags until it ends and then writes them in one batch — a trial is
+three calls (create, batch, terminate) rather than one per value. ``NullRunLogger`` logs
+nothing (``pipeline.py --no-track``).
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import json
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
     from mlflow import MlflowClient
 
+F = TypeVar("F", bound=Callable[..., Any])
 MAX_PARAM_CHARS = 6000
-_BATCH = 900  # MLflow accepts at most 1000 metrics per log_batch
+MAX_TAG_CHARS = 8000
+#: MLflow's limits for one log_batch request
+BATCH_METRICS = 1000
+BATCH_PARAMS = 100
+BATCH_TAGS = 100
+BATCH_TOTAL = 1000
+#: modules a logged scikit-learn Pipeline always needs to load
+BASE_MODULES = ("sklearn", "numpy", "pandas", "scipy", "cloudpickle")
+
+
+def _unreachable_as_tracking_error(method: F) -> F:
+    """An MLflow server that stops answering mid-run becomes a one-line ``TrackingError``."""
+
+    @functools.wraps(method)
+    def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
+        from mlflow.exceptions import MlflowException
+
+        try:
+            return method(self, *args, **kwargs)
+        except MlflowException as exc:
+            text = str(exc)
+            if "API request to" not in text or "failed with exception" not in text:
+                raise
+            from mlpilot.platform.errors import TrackingError
+            from mlpilot.tracking.mlflow_store import redact_uri
+
+            raise TrackingError(
+                f"MLflow tracking server at {redact_uri(self.tracking_uri)} stopped answering "
+                f"({method.__name__})",
+                hint="check the server; mlpilot doctor --repair reconciles the stores afterwards",
+            ) from None
+
+    return wrapper  # type: ignore[return-value]
 
 
 def _param_value(value: Any) -> str:
     text = value if isinstance(value, str) else json.dumps(value, default=str, ensure_ascii=False)
     return text if len(text) <= MAX_PARAM_CHARS else text[: MAX_PARAM_CHARS - 1] + "…"
+
+
+def batches(metrics: list, params: list, tags: list) -> list[tuple[list, list, list]]:
+    """Split entities into ``log_batch`` calls that respect MLflow's per-request limits."""
+    out: list[tuple[list, list, list]] = []
+    metrics, params, tags = list(metrics), list(params), list(tags)
+    while metrics or params or tags:
+        p, params = params[:BATCH_PARAMS], params[BATCH_PARAMS:]
+        t, tags = tags[:BATCH_TAGS], tags[BATCH_TAGS:]
+        room = min(BATCH_METRICS, BATCH_TOTAL - len(p) - len(t))
+        m, metrics = metrics[:room], metrics[room:]
+        out.append((m, p, t))
+    return out
 
 
 class NullRunLogger:
@@ -48,74 +100,109 @@ class NullRunLogger:
     def child(self, name: str, tags: dict[str, str] | None = None) -> NullRunLogger:
         return NullRunLogger()
 
+    def flush(self) -> None: ...
+
     def end(self, status: str = "FINISHED") -> None: ...
 
 
 class MlflowRunLogger:
-    """Writes to ``run_id`` through ``client``; never touches ``mlflow.active_run()``."""
+    """Writes to ``run_id`` through ``client``; never touches ``mlflow.active_run()``.
 
-    def __init__(self, client: MlflowClient, run_id: str, experiment_id: str | None = None) -> None:
+    With ``deferred=True`` params, metrics and tags are kept until ``flush()`` or
+    ``end()`` (or the next artifact call) and then sent in as few batches as possible.
+    """
+
+    def __init__(
+        self,
+        client: MlflowClient,
+        run_id: str,
+        experiment_id: str | None = None,
+        *,
+        deferred: bool = False,
+    ) -> None:
         self.client = client
         self.run_id = run_id
         self.experiment_id = experiment_id or client.get_run(run_id).info.experiment_id
         self.tracking_uri = client.tracking_uri
+        self.deferred = deferred
         self._logged_params: dict[str, str] = {}
+        self._pending_metrics: list[Any] = []
+        self._pending_params: list[Any] = []
+        self._pending_tags: dict[str, str] = {}
 
+    # -- values, in batches ---------------------------------------------------------------
     def log_params(self, params: dict[str, Any]) -> None:
         from mlflow.entities import Param
 
         fresh = {}
         for key, value in params.items():
-            text = _param_value(value)
-            if self._logged_params.get(key) == text:
-                continue
             if key in self._logged_params:  # MLflow params are write-once: keep the first
                 continue
-            fresh[key] = text
-        items = [Param(k, v) for k, v in fresh.items()]
-        for i in range(0, len(items), 100):
-            self.client.log_batch(self.run_id, params=items[i : i + 100])
+            fresh[key] = _param_value(value)
         self._logged_params.update(fresh)
+        self._pending_params += [Param(k, v) for k, v in fresh.items()]
+        if not self.deferred:
+            self.flush()
 
     def log_metrics(self, metrics: dict[str, float], step: int = 0) -> None:
         from mlflow.entities import Metric
 
         now = int(time.time() * 1000)
-        items = [
+        self._pending_metrics += [
             Metric(key, float(value), now, step)
             for key, value in metrics.items()
             if value is not None and value == value  # skip NaN
         ]
-        for i in range(0, len(items), _BATCH):
-            self.client.log_batch(self.run_id, metrics=items[i : i + _BATCH])
+        if not self.deferred:
+            self.flush()
 
     def set_tags(self, tags: dict[str, Any]) -> None:
+        self._pending_tags.update(
+            {k: str(v)[:MAX_TAG_CHARS] for k, v in tags.items() if v is not None}
+        )
+        if not self.deferred:
+            self.flush()
+
+    @_unreachable_as_tracking_error
+    def flush(self) -> None:
+        """Send whatever is pending in as few ``log_batch`` calls as MLflow allows."""
+        if not (self._pending_metrics or self._pending_params or self._pending_tags):
+            return
         from mlflow.entities import RunTag
 
-        items = [RunTag(k, str(v)[:8000]) for k, v in tags.items() if v is not None]
-        if items:
-            self.client.log_batch(self.run_id, tags=items)
+        tags = [RunTag(k, v) for k, v in self._pending_tags.items()]
+        metrics, params = self._pending_metrics, self._pending_params
+        self._pending_metrics, self._pending_params, self._pending_tags = [], [], {}
+        for m, p, t in batches(metrics, params, tags):
+            self.client.log_batch(self.run_id, metrics=m, params=p, tags=t)
 
+    # -- artifacts ------------------------------------------------------------------------
+    @_unreachable_as_tracking_error
     def log_text(self, text: str, artifact_file: str) -> None:
+        self.flush()
         self.client.log_text(self.run_id, text, artifact_file)
 
     def log_dict(self, data: Any, artifact_file: str) -> None:
-        self.client.log_text(
-            self.run_id, json.dumps(data, indent=2, default=str, ensure_ascii=False), artifact_file
-        )
+        self.log_text(json.dumps(data, indent=2, default=str, ensure_ascii=False), artifact_file)
 
+    @_unreachable_as_tracking_error
     def log_file(self, local_path: str | Path, artifact_dir: str | None = None) -> None:
+        self.flush()
         self.client.log_artifact(self.run_id, str(local_path), artifact_dir)
 
+    @_unreachable_as_tracking_error
     def log_figure(self, figure: Any, artifact_file: str) -> None:
+        self.flush()
         self.client.log_figure(self.run_id, figure, artifact_file)
 
+    @_unreachable_as_tracking_error
     def log_input(self, frame: Any, *, source: str, name: str, targets: str | None = None) -> None:
         import warnings
 
         import mlflow.data
         from mlflow.entities import DatasetInput, InputTag
 
+        self.flush()
         sample = frame if len(frame) <= 100_000 else frame.sample(100_000, random_state=0)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # MLflow's notes on local sources and integer columns
@@ -125,18 +212,23 @@ class MlflowRunLogger:
             self.run_id, datasets=[DatasetInput(dataset._to_mlflow_entity(), [tag])]
         )
 
+    @_unreachable_as_tracking_error
     def log_model(
         self, model: Any, *, signature: Any = None, input_example: Any = None
     ) -> str | None:
+        """Log the whole scikit-learn Pipeline as ``name="model"``; returns ``models:/m-…``."""
         import logging
 
         import mlflow
         import mlflow.sklearn
 
+        self.flush()
         # cloudpickle is deliberate: the Pipeline holds mlpilot's own transformers
         logging.getLogger("mlflow.sklearn").setLevel(logging.ERROR)
         # log_model resolves the run through the process-wide URI: point it at our store
         mlflow.set_tracking_uri(self.tracking_uri)
+        # ... and the LoggedModel goes to the active experiment: make it the run's own
+        mlflow.set_experiment(experiment_id=self.experiment_id)
         info = mlflow.sklearn.log_model(
             model,
             name="model",
@@ -144,17 +236,91 @@ class MlflowRunLogger:
             input_example=input_example,
             run_id=self.run_id,
             serialization_format="cloudpickle",
+            # listing them saves MLflow's seconds-long inference in a subprocess
+            pip_requirements=model_requirements(model),
         )
         return info.model_uri
 
+    # -- runs -----------------------------------------------------------------------------
+    @_unreachable_as_tracking_error
     def child(self, name: str, tags: dict[str, str] | None = None) -> MlflowRunLogger:
-        """A nested run under this one (``mlflow.parentRunId``)."""
+        """A nested run under this one (``mlflow.parentRunId``), written when it ends."""
         run = self.client.create_run(
             self.experiment_id,
             run_name=name,
             tags={"mlflow.parentRunId": self.run_id, **(tags or {})},
         )
-        return MlflowRunLogger(self.client, run.info.run_id, self.experiment_id)
+        return MlflowRunLogger(self.client, run.info.run_id, self.experiment_id, deferred=True)
 
+    @_unreachable_as_tracking_error
     def end(self, status: str = "FINISHED") -> None:
+        self.flush()
         self.client.set_terminated(self.run_id, status=status)
+
+
+def _components(model: Any, seen: set[int] | None = None) -> list[Any]:
+    """``model`` and every estimator nested in it (pipeline steps, column transformers…)."""
+    seen = seen if seen is not None else set()
+    if id(model) in seen:
+        return []
+    seen.add(id(model))
+    found = [model]
+    nested: list[Any] = []
+    for attr in ("steps", "transformers", "transformers_"):
+        for item in getattr(model, attr, None) or []:
+            if isinstance(item, tuple) and len(item) >= 2:
+                nested.append(item[1])
+    get_params = getattr(model, "get_params", None)
+    if callable(get_params):
+        with contextlib.suppress(Exception):
+            nested += list(get_params(deep=False).values())
+    for value in nested:
+        if hasattr(value, "fit") or hasattr(value, "transform"):
+            found += _components(value, seen)
+    return found
+
+
+def _module_owners(fallback: Callable[[], Any]) -> Any:
+    """Top-level module → distributions; MLflow's own cached map when it has one (it builds
+    the same map while saving the model, so sharing it saves a scan of site-packages)."""
+    try:
+        from mlflow.utils import requirements_utils
+
+        requirements_utils._init_modules_to_packages_map()
+        owners = requirements_utils._MODULES_TO_PACKAGES
+        if isinstance(owners, dict) and owners:
+            return owners
+    except Exception:
+        pass
+    return fallback()
+
+
+def model_requirements(model: Any) -> list[str] | None:
+    """Pinned pip requirements for loading ``model``: its estimators' packages, scikit-learn,
+    cloudpickle, pandas, numpy, scipy and mlpilot. None (let MLflow infer) if unsure."""
+    from importlib.metadata import PackageNotFoundError, packages_distributions, version
+
+    try:
+        modules = set(BASE_MODULES)
+        modules.update(type(obj).__module__.split(".")[0] for obj in _components(model))
+        owners = _module_owners(packages_distributions)
+        requirements = {}
+        for module in sorted(modules):
+            if module in ("builtins", "__main__"):
+                continue
+            if module == "mlpilot":
+                dists = ["mlpilot"]
+            else:
+                dists = owners.get(module) or []
+                if not dists:
+                    return None  # a module we cannot map: MLflow's inference knows better
+            for dist in dists:
+                try:
+                    requirements[dist.lower()] = f"{dist}=={version(dist)}"
+                except PackageNotFoundError:
+                    if dist == "mlpilot":
+                        continue
+                    return None
+        return sorted(requirements.values())
+    except Exception:
+        return None

@@ -436,13 +436,9 @@ class Orchestrator:
 
         choice = resolve_engine(requested)
         outcome.engine = choice.to_dict()
-        logger.set_tags(
-            {
-                "mlpilot.engine": choice.used,
-                "mlpilot.engine.requested": choice.requested,
-                "mlpilot.engine.reason": choice.reason[:500],
-            }
-        )
+        from mlpilot.tracking.mlflow_store import engine_tags
+
+        logger.set_tags(engine_tags(choice.requested, choice.used, choice.reason))
         executor = Executor(self.settings)
         data = profile.path if profile else None
         transition("RUNNING", f"engine {choice.used} ({choice.reason})", engine=choice.to_dict())

@@ -49,7 +49,7 @@ def test_mlflow_run_holds_the_contract(finished_run: dict) -> None:
     assert run.info.status == "FINISHED"
     tags = run.data.tags
     assert tags["mlpilot.kind"] == "agent_run" and tags["mlpilot.prompt"] == PROMPT
-    assert tags["mlpilot.planner"] == "offline" and tags["mlpilot.engine"] == "cpu"
+    assert tags["mlpilot.planner"] == "offline" and tags["mlpilot.engine"] == "cpu (requested auto)"
     assert tags["mlpilot.dataset_fingerprint"].startswith("sha256:")
     assert tags["mlpilot.session_id"] == outcome["session_id"] and tags["mlpilot.template"]
 

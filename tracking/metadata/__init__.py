@@ -5,12 +5,15 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from mlpilot.tracking.metadata._base import (
+    ACTIVE_STATES,
     BENCHMARKS,
     RUNS,
     SESSIONS,
+    TERMINAL_STATES,
     MetadataStore,
     StoreUnavailable,
     new_event,
+    revive,
     utcnow,
 )
 from mlpilot.tracking.metadata._outbox import Outbox, RecordingStore
@@ -19,9 +22,11 @@ if TYPE_CHECKING:
     from mlpilot.platform.config import Settings
 
 __all__ = [
+    "ACTIVE_STATES",
     "BENCHMARKS",
     "RUNS",
     "SESSIONS",
+    "TERMINAL_STATES",
     "MetadataStore",
     "Outbox",
     "RecordingStore",
@@ -29,6 +34,7 @@ __all__ = [
     "connect",
     "new_event",
     "open_store",
+    "revive",
     "utcnow",
 ]
 

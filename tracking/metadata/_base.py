@@ -2,13 +2,18 @@
 
 Writes are idempotent: documents are created with ``$setOnInsert`` + ``$set`` and
 updated by read-modify-write guarded by ``rev`` (retried on a concurrent change);
-events carry ids so a replayed write never appends an event twice.
+events carry ids so a replayed write never appends an event twice. Backends whose
+single operations are not atomic across processes (the embedded SQLite file) make each
+write one transaction through ``_atomic``.
 """
 
 from __future__ import annotations
 
 import abc
+import contextlib
+import re
 import uuid
+from collections.abc import Iterator
 from datetime import datetime, timezone
 from typing import Any
 
@@ -17,6 +22,8 @@ from mlpilot.platform.errors import TrackingError
 RUNS = "runs"
 SESSIONS = "sessions"
 BENCHMARKS = "benchmarks"
+TERMINAL_STATES = ("SUCCEEDED", "FAILED", "CANCELLED")
+ACTIVE_STATES = ("RECEIVED", "PLANNING", "VALIDATING", "GENERATING", "RUNNING", "RECORDING")
 _RETRIES = 20
 
 
@@ -65,6 +72,19 @@ def revive(doc: dict[str, Any] | None) -> dict[str, Any] | None:
     return doc
 
 
+def _merge_events(
+    stored: list[dict[str, Any]], fresh: list[dict[str, Any]] | tuple[dict[str, Any], ...]
+) -> list[dict[str, Any]]:
+    """``stored`` plus the events of ``fresh`` not seen yet (by id), in order."""
+    known = {e.get("id") for e in stored if isinstance(e, dict)}
+    merged = list(stored)
+    for event in fresh:
+        if event.get("id") not in known:
+            merged.append(event)
+            known.add(event.get("id"))
+    return merged
+
+
 class StoreUnavailable(TrackingError):
     """The metadata store cannot be reached (the write may go to the outbox)."""
 
@@ -82,6 +102,19 @@ class MetadataStore(abc.ABC):
     def _unavailable(self, exc: BaseException) -> bool:
         """Is ``exc`` a connectivity failure (rather than a bug or a bad document)?"""
 
+    def _duplicate(self, exc: BaseException) -> bool:
+        """Did an upsert lose a race against another insert of the same ``_id``?"""
+        return type(exc).__name__ == "DuplicateKeyError"
+
+    @contextlib.contextmanager
+    def _atomic(self) -> Iterator[None]:
+        """One write as one transaction, where the backend needs it (default: nothing)."""
+        yield
+
+    def describe(self) -> str:
+        """Where the store lives, without credentials."""
+        return self.kind
+
     def close(self) -> None:  # noqa: B027 - optional hook
         pass
 
@@ -93,9 +126,9 @@ class MetadataStore(abc.ABC):
             return fn()
         except Exception as exc:
             if self._unavailable(exc):
-                raise StoreUnavailable(
-                    f"metadata store unreachable: {str(exc).splitlines()[0][:200]}"
-                ) from exc
+                first = (str(exc).splitlines() or [type(exc).__name__])[0]
+                reason = first.split(" (configured timeouts")[0].split(", Timeout:")[0]
+                raise StoreUnavailable(f"metadata store unreachable: {reason[:200]}") from exc
             raise
 
     # -- indexes --------------------------------------------------------------------------------
@@ -111,61 +144,99 @@ class MetadataStore(abc.ABC):
 
     # -- runs -----------------------------------------------------------------------------------
     def create_run(
-        self, run_id: str, fields: dict[str, Any], events: list[dict[str, Any]] = ()
-    ) -> None:  # type: ignore[assignment]
+        self,
+        run_id: str,
+        fields: dict[str, Any],
+        events: list[dict[str, Any]] | tuple[dict[str, Any], ...] = (),
+    ) -> None:
+        """Create (or, replayed, re-apply) a run document with its first events."""
+        fields = dict(fields)
         now = utcnow()
-        on_insert = {"created_at": fields.pop("created_at", now), "events": []}
+        on_insert = {"created_at": fields.pop("created_at", now), "events": list(events)}
 
-        def write() -> None:
-            self.collection(RUNS).update_one(
-                {"_id": run_id},
-                {
-                    "$setOnInsert": on_insert,
-                    "$set": {**fields, "updated_at": now},
-                    "$inc": {"rev": 1},
-                },
-                upsert=True,
-            )
-
-        self._call(write)
-        if events:
-            self.update_run(run_id, {}, list(events))
-
-    def update_run(
-        self, run_id: str, fields: dict[str, Any], events: list[dict[str, Any]] = ()
-    ) -> None:  # type: ignore[assignment]
         def write() -> None:
             coll = self.collection(RUNS)
             for _ in range(_RETRIES):
-                doc = coll.find_one({"_id": run_id}, {"rev": 1, "events": 1})
-                if doc is None:
-                    coll.update_one(
-                        {"_id": run_id},
-                        {
-                            "$setOnInsert": {"created_at": utcnow(), "events": []},
-                            "$inc": {"rev": 0},
-                        },
-                        upsert=True,
-                    )
-                    continue
-                known = {e.get("id") for e in doc.get("events", []) if isinstance(e, dict)}
-                merged = list(doc.get("events", [])) + [
-                    e for e in events if e.get("id") not in known
-                ]
-                update = {**fields, "updated_at": utcnow()}
-                if len(merged) != len(doc.get("events", [])):
-                    update["events"] = merged
-                result = coll.update_one(
-                    {"_id": run_id, "rev": doc.get("rev", 0)}, {"$set": update, "$inc": {"rev": 1}}
-                )
-                if result.matched_count:
-                    return
-            raise TrackingError(f"run {run_id}: too many concurrent updates")
+                try:
+                    with self._atomic():
+                        result = coll.update_one(
+                            {"_id": run_id},
+                            {
+                                "$setOnInsert": on_insert,
+                                "$set": {**fields, "updated_at": now},
+                                "$inc": {"rev": 1},
+                            },
+                            upsert=True,
+                        )
+                except Exception as exc:
+                    if self._duplicate(exc):
+                        continue  # another writer inserted it first: now it matches
+                    raise
+                if result.matched_count and events:
+                    self._merge_into(coll, run_id, {}, events)  # the document existed already
+                return
+            raise TrackingError(f"run {run_id}: too many concurrent inserts")
 
         self._call(write)
 
+    def update_run(
+        self,
+        run_id: str,
+        fields: dict[str, Any],
+        events: list[dict[str, Any]] | tuple[dict[str, Any], ...] = (),
+    ) -> None:
+        """Set ``fields`` (dotted paths allowed) and append new ``events``; ``rev`` + 1."""
+        self._call(lambda: self._merge_into(self.collection(RUNS), run_id, fields, events))
+
+    def _merge_into(
+        self,
+        coll: Any,
+        run_id: str,
+        fields: dict[str, Any],
+        events: list[dict[str, Any]] | tuple[dict[str, Any], ...],
+    ) -> None:
+        for _ in range(_RETRIES):
+            with self._atomic():
+                doc = coll.find_one({"_id": run_id}, {"rev": 1, "events": 1})
+                if doc is None:
+                    try:
+                        coll.update_one(
+                            {"_id": run_id},
+                            {
+                                "$setOnInsert": {"created_at": utcnow(), "events": []},
+                                "$inc": {"rev": 0},
+                            },
+                            upsert=True,
+                        )
+                    except Exception as exc:
+                        if not self._duplicate(exc):
+                            raise
+                    continue
+                stored = list(doc.get("events") or [])
+                merged = _merge_events(stored, events)
+                update = {**fields, "updated_at": utcnow()}
+                if len(merged) != len(stored):
+                    update["events"] = merged
+                guard = doc.get("rev", {"$exists": False})
+                result = coll.update_one(
+                    {"_id": run_id, "rev": guard}, {"$set": update, "$inc": {"rev": 1}}
+                )
+                if result.matched_count:
+                    return
+        raise TrackingError(f"run {run_id}: too many concurrent updates")
+
     def get_run(self, run_id: str) -> dict[str, Any] | None:
         return revive(self._call(lambda: self.collection(RUNS).find_one({"_id": run_id})))
+
+    def run_ids_with_prefix(self, prefix: str, limit: int = 2) -> list[str]:
+        """Ids of run documents that start with ``prefix`` (at most ``limit``)."""
+        query = {"_id": {"$regex": "^" + re.escape(prefix)}}
+        return [
+            str(d["_id"])
+            for d in self._call(
+                lambda: list(self.collection(RUNS).find(query, {"_id": 1}).limit(limit))
+            )
+        ]
 
     def find_runs(
         self,
@@ -181,7 +252,9 @@ class MetadataStore(abc.ABC):
             cursor = cursor.sort(sort or [("created_at", -1)])
             if skip:
                 cursor = cursor.skip(skip)
-            return [revive(doc) for doc in cursor.limit(limit)]
+            if limit:
+                cursor = cursor.limit(limit)
+            return [revive(doc) for doc in cursor]
 
         return self._call(read)
 
@@ -193,16 +266,19 @@ class MetadataStore(abc.ABC):
         self, session_id: str, messages: list[dict[str, Any]], context: dict[str, Any]
     ) -> None:
         now = utcnow()
-        self._call(
-            lambda: self.collection(SESSIONS).update_one(
-                {"_id": session_id},
-                {
-                    "$setOnInsert": {"created_at": now},
-                    "$set": {"messages": messages, "context": context, "updated_at": now},
-                },
-                upsert=True,
-            )
-        )
+
+        def write() -> None:
+            with self._atomic():
+                self.collection(SESSIONS).update_one(
+                    {"_id": session_id},
+                    {
+                        "$setOnInsert": {"created_at": now},
+                        "$set": {"messages": messages, "context": context, "updated_at": now},
+                    },
+                    upsert=True,
+                )
+
+        self._call(write)
 
     def get_session(self, session_id: str) -> dict[str, Any] | None:
         return revive(self._call(lambda: self.collection(SESSIONS).find_one({"_id": session_id})))
@@ -220,13 +296,16 @@ class MetadataStore(abc.ABC):
     # -- benchmarks -----------------------------------------------------------------------------
     def save_benchmark(self, benchmark_id: str, doc: dict[str, Any]) -> None:
         now = utcnow()
-        self._call(
-            lambda: self.collection(BENCHMARKS).update_one(
-                {"_id": benchmark_id},
-                {"$setOnInsert": {"created_at": now}, "$set": doc},
-                upsert=True,
-            )
-        )
+
+        def write() -> None:
+            with self._atomic():
+                self.collection(BENCHMARKS).update_one(
+                    {"_id": benchmark_id},
+                    {"$setOnInsert": {"created_at": now}, "$set": doc},
+                    upsert=True,
+                )
+
+        self._call(write)
 
     def find_benchmarks(
         self, query: dict[str, Any] | None = None, limit: int = 100
