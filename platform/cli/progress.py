@@ -78,10 +78,14 @@ class ConsoleProgress:
             self.bar.start()
             self.task = self.bar.add_task("", total=total)
         best = event.get("best")
+        label = " ".join(str(w) for w in ("best", event.get("metric")) if w)
+        # `n` counts the study's finished trials (a resumed study, or other workers', too)
+        position = {"completed": event["n"]} if isinstance(event.get("n"), int) else {"advance": 1}
         self.bar.update(
             self.task,
-            advance=1,
-            description=f"best {best:.5g}" if isinstance(best, (int, float)) else "",
+            total=total,
+            description=f"{label} {best:.5g}" if isinstance(best, (int, float)) else "",
+            **position,
         )
 
     def _stop_bar(self) -> None:
@@ -139,6 +143,15 @@ def print_outcome(outcome: Any) -> None:
         out.print(f"  tracking URI: {outcome.tracking_uri}")
         if outcome.tracking_uri and outcome.tracking_uri.startswith("sqlite"):
             out.print(f"  see it with:  mlflow ui --backend-store-uri {outcome.tracking_uri}")
+    study = getattr(outcome, "study", None)
+    if study and study.get("name"):
+        out.print(
+            f"  study:        {study['name']} ({study.get('n_trials')} trials in {study.get('storage')})",
+            markup=False,
+        )
+        out.print(
+            f"  more trials:  mlpilot worker --study {study['name']} --trials N", markup=False
+        )
     if outcome.pipeline_path:
         out.print(f"  pipeline:     {outcome.pipeline_path}")
     if outcome.model_uri:

@@ -1,0 +1,106 @@
+"""``mlpilot worker --study NAME``: run trials of a study in shared Optuna storage.
+
+Start as many as there are machines (or GPUs: one worker per GPU, each with its own
+``CUDA_VISIBLE_DEVICES``); they share the study's trial numbers and budget through the
+storage. ``--dask ADDRESS`` (or ``local:N``) runs the trials on a Dask cluster instead.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+
+from mlpilot.platform.cli._output import console, fail, handle_errors, print_json
+
+
+@handle_errors
+def worker(
+    study: Annotated[str, typer.Option("--study", "-s", help="Name of the study to join.")],
+    storage: Annotated[
+        str | None,
+        typer.Option(
+            "--storage",
+            help="Journal file or RDB URL (default: MLPILOT_OPTUNA_STORAGE, else the journal under MLPILOT_HOME).",
+        ),
+    ] = None,
+    trials: Annotated[
+        int | None,
+        typer.Option(
+            "--trials",
+            "-n",
+            min=1,
+            help="Run this many trials here (default: until the study's budget is used).",
+        ),
+    ] = None,
+    timeout: Annotated[
+        float | None, typer.Option("--timeout", min=1, help="Stop after this many seconds.")
+    ] = None,
+    data: Annotated[
+        str | None,
+        typer.Option("--data", "-d", help="The study's data file, where it lives on this machine."),
+    ] = None,
+    engine: Annotated[
+        str | None,
+        typer.Option("--engine", help="cpu or gpu (XGBoost on the GPU); default: the study's."),
+    ] = None,
+    dask: Annotated[
+        str | None,
+        typer.Option(
+            "--dask",
+            help="Run the trials on a Dask cluster: a scheduler address, or local:N for N local workers.",
+        ),
+    ] = None,
+    no_track: Annotated[
+        bool, typer.Option("--no-track", help="Log trials only to Optuna, not to MLflow.")
+    ] = False,
+    json_out: Annotated[bool, typer.Option("--json", help="Print the outcome as JSON.")] = False,
+) -> None:
+    """Join an Optuna study in shared storage and run its trials."""
+    from mlpilot.platform.cli.progress import ConsoleProgress
+    from mlpilot.platform.ml.hpo.worker import run_worker
+
+    if engine not in (None, "cpu", "gpu"):
+        fail(f"--engine {engine!r} is not valid: use cpu or gpu")
+    progress = ConsoleProgress(quiet=json_out)  # the trial bar starts with the first trial
+    report = run_worker(
+        study,
+        storage=storage,
+        trials=trials,
+        timeout_s=timeout,
+        data_path=data,
+        engine=engine,
+        dask=dask,
+        track=not no_track,
+        on_event=progress.event,
+    )
+    progress.event({"type": "stage_end", "stage": "tune", "seconds": _elapsed(report)})
+    if json_out:
+        print_json(report.to_dict())
+        return
+    _print(report)
+
+
+def _elapsed(report: Any) -> float:
+    return float(report.seconds)
+
+
+def _print(report: Any) -> None:
+    out = console()
+    summary = report.summary
+    out.print(f"[green]Worker done[/green]: {report.ran} trial(s) of study {report.study}")
+    if report.reaped:
+        out.print(f"  marked FAIL (their worker died): trials {report.reaped}")
+    if summary.get("best_value") is not None:
+        out.print(
+            f"  best {summary['metric']} {summary['best_value']:.5g} (trial {summary['best_trial']}), "
+            f"{summary['n_trials']} trials in the study",
+            markup=False,
+        )
+    if report.stop_reason:
+        out.print(f"  stopped by: {report.stop_reason}", markup=False)
+    for note in report.notes:
+        out.print(f"  note: {note}", markup=False)
+    out.print(f"  storage: {report.storage}", markup=False)
+    if report.mlflow_run_id:
+        out.print(f"  trials logged under MLflow run {report.mlflow_run_id}", markup=False)

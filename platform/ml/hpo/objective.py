@@ -1,0 +1,166 @@
+"""The objective: a cross-validated score of one sampled configuration.
+
+Folds are fixed by the seed, so every trial (in any worker) is scored on the same splits.
+Preprocessing does not depend on the hyperparameters, only on whether the family needs
+scaled inputs, so each fold's transformed data is computed once and reused by every trial
+while it fits in ``FOLD_CACHE_BYTES``.
+
+Pruning: after each fold but the last the running mean is reported at step
+``FOLD_STEP + fold``; XGBoost and LightGBM also report their validation score every few
+boosting rounds of the first fold (``boosting``). The object pickles without its caches,
+so Dask can ship it to workers.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from mlpilot.platform.ml import metrics as M
+from mlpilot.platform.ml.hpo import boosting
+from mlpilot.platform.ml.hpo.spaces import sample
+from mlpilot.platform.ml.hpo.storage import claim
+
+if TYPE_CHECKING:
+    import optuna
+
+    from mlpilot.platform.ml.context import PipelineRun
+
+CV_FOLDS = 3
+#: per-fold intermediate values sit above any boosting round, so the two never collide
+FOLD_STEP = 10_000
+FOLD_CACHE_BYTES = 512 * 2**20
+
+
+@dataclass
+class Fold:
+    X_train: Any
+    y_train: Any
+    X_valid: Any
+    y_valid: Any
+
+
+def _nbytes(data: Any) -> int:
+    if hasattr(data, "memory_usage"):
+        usage = data.memory_usage(deep=True)
+        return int(usage.sum() if hasattr(usage, "sum") else usage)
+    return int(getattr(data, "nbytes", 0))
+
+
+class CVObjective:
+    """``objective(trial)`` → the mean cross-validated ``metric`` (in its natural direction)."""
+
+    def __init__(
+        self,
+        run: PipelineRun,
+        *,
+        model: str,
+        metric: str,
+        folds: int = CV_FOLDS,
+        pruning: bool = True,
+    ) -> None:
+        from sklearn.model_selection import KFold, StratifiedKFold
+
+        from mlpilot.platform.ml.steps import _train, build_pipeline
+
+        build_pipeline(run, "linear")  # settles the cleaning and feature plans on the run
+        self.X, self.y = _train(run)
+        self.run = _detached(run)
+        self.model = model
+        self.metric = metric
+        self.pruning = pruning
+        self.n_classes = len(run.classes) if run.classes is not None else 0
+        self.sign = -1.0 if metric in M.LOWER_IS_BETTER else 1.0  # scorers maximise
+        if run.task == "classification":
+            folds = max(2, min(folds, int(self.y.value_counts().min())))
+            splitter: Any = StratifiedKFold(n_splits=folds, shuffle=True, random_state=run.seed)
+        else:
+            splitter = KFold(n_splits=folds, shuffle=True, random_state=run.seed)
+        self.splits = list(splitter.split(self.X, self.y))
+        self._folds: dict[bool, list[Fold]] = {}
+        self._scorer: Any = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_folds"], state["_scorer"] = {}, None  # rebuilt where the trials run
+        return state
+
+    @property
+    def scorer(self) -> Any:
+        if self._scorer is None:
+            from sklearn.metrics import get_scorer
+
+            # a name ("neg_root_mean_squared_error") or a scorer object
+            self._scorer = get_scorer(
+                M.sklearn_scorer(self.metric, self.run.task, self.run.classes)
+            )
+        return self._scorer
+
+    def folds(self, pipeline: Any, scale: bool) -> list[Fold]:
+        """The transformed folds for families that do (or do not) need scaled inputs."""
+        if scale in self._folds:
+            return self._folds[scale]
+        from sklearn.base import clone
+
+        folds = []
+        for train, valid in self.splits:
+            prep = clone(pipeline[:-1])
+            X_train = prep.fit_transform(self.X.iloc[train], self.y.iloc[train])
+            folds.append(
+                Fold(
+                    X_train,
+                    self.y.iloc[train],
+                    prep.transform(self.X.iloc[valid]),
+                    self.y.iloc[valid],
+                )
+            )
+        size = sum(_nbytes(f.X_train) + _nbytes(f.X_valid) for f in folds)
+        if size <= FOLD_CACHE_BYTES:
+            self._folds[scale] = folds
+        return folds
+
+    def __call__(self, trial: optuna.Trial) -> float:
+        import optuna
+        from sklearn.base import clone
+
+        from mlpilot.platform.ml.models import SCALE_SENSITIVE
+        from mlpilot.platform.ml.steps import build_pipeline
+
+        claim(trial)
+        family, params = sample(trial, self.model, self.run.task)
+        pipeline = build_pipeline(self.run, family, params)
+        folds = self.folds(pipeline, family in SCALE_SENSITIVE)
+        estimator = pipeline.steps[-1][1]
+        booster_metric = (
+            boosting.booster_metric(family, self.metric, self.n_classes)
+            if self.pruning and family in boosting.BOOSTED
+            else None
+        )
+        values: list[float] = []
+        for k, fold in enumerate(folds):
+            if k == 0 and booster_metric:
+                fitted = boosting.fit_with_pruning(estimator, fold, trial, family, booster_metric)
+            else:
+                fitted = clone(estimator).fit(fold.X_train, fold.y_train)
+            values.append(self.sign * float(self.scorer(fitted, fold.X_valid, fold.y_valid)))
+            if self.pruning and k < len(folds) - 1:
+                trial.report(float(np.mean(values)), FOLD_STEP + k)
+                if trial.should_prune():
+                    raise optuna.TrialPruned(f"pruned after fold {k + 1} of {len(folds)}")
+        return float(np.mean(values))
+
+
+def _detached(run: PipelineRun) -> PipelineRun:
+    """A copy of the run with what building a pipeline needs, and no logger or frames."""
+    from mlpilot.tracking.run_logger import NullRunLogger
+
+    light = copy.copy(run)
+    light.logger = NullRunLogger()
+    light.X = None  # the objective keeps the training rows itself
+    light.raw_example = None
+    light.model = None
+    light.notes, light.result, light.metrics = [], {}, {}
+    return light

@@ -1,0 +1,173 @@
+"""``optimize``: the study behind the ``optimize_model`` pipeline step."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from mlpilot.platform.errors import MlpilotError
+from mlpilot.platform.ml import metrics as M
+from mlpilot.platform.ml.hpo import summary as S
+from mlpilot.platform.ml.hpo.early_stopping import (
+    EARLY_STOP_MIN_DELTA,
+    EARLY_STOP_PATIENCE,
+    EARLY_STOP_WARMUP,
+    EarlyStopping,
+)
+from mlpilot.platform.ml.hpo.monitor import StudyMonitor
+from mlpilot.platform.ml.hpo.objective import CV_FOLDS, CVObjective
+from mlpilot.platform.ml.hpo.session import (
+    make_pruner,
+    make_sampler,
+    quiet_optuna,
+    remaining,
+    run_local,
+    run_on_dask,
+)
+from mlpilot.platform.ml.hpo.spaces import FAMILY_PARAM, model_params
+from mlpilot.platform.ml.hpo.spec import default_study_name, spec_from_run
+from mlpilot.platform.ml.hpo.storage import is_rdb, open_storage, redact
+from mlpilot.platform.ml.hpo.trial_log import TrialLogger
+
+if TYPE_CHECKING:
+    from mlpilot.platform.ml.context import PipelineRun
+
+DEFAULT_TRIALS = 50
+
+
+def optimize(
+    run: PipelineRun,
+    *,
+    model: str,
+    trials: int | None,
+    metric: str | None,
+    timeout_s: float | None,
+    early_stopping: bool,
+    warm_start: bool,
+    patience: int = EARLY_STOP_PATIENCE,
+    min_delta: float = EARLY_STOP_MIN_DELTA,
+    warmup: int = EARLY_STOP_WARMUP,
+    pruning: bool = True,
+    study_name: str | None = None,
+    storage: str | None = None,
+    plots: bool = True,
+    dask_client: Any = None,
+) -> tuple[str, dict[str, Any]]:
+    """Run (or resume) the study for ``run``; return the best family and its parameters.
+
+    ``trials`` is the study's budget: a resumed study runs only what is left of it, and
+    workers that join share it. ``dask_client`` runs the trials on that Dask cluster.
+    """
+    import optuna
+
+    from mlpilot.platform.config import get_settings
+
+    quiet_optuna()
+    n_classes = len(run.classes) if run.classes is not None else 0
+    metric = metric or run.main_metric or M.default_metric(run.task, n_classes)
+    run.main_metric = metric
+    if trials is None and timeout_s is None:
+        trials = DEFAULT_TRIALS
+        run.note(f"no trial count or time budget given: running {DEFAULT_TRIALS} trials")
+    if warm_start:
+        run.note("warm start requested, but no meta-learned prior ships yet: starting cold")
+        run.result["warm_start"] = "unavailable"
+
+    storage_url = storage or get_settings().optuna_storage
+    name = study_name or default_study_name(run, model)
+    backend = open_storage(storage_url)
+    study = optuna.create_study(
+        study_name=name,
+        storage=backend,
+        direction=M.direction(metric),
+        sampler=make_sampler(model, run.seed),
+        pruner=make_pruner(pruning),
+        load_if_exists=True,
+    )
+    spec_from_run(
+        run,
+        model=model,
+        metric=metric,
+        n_trials=trials,
+        timeout_s=timeout_s,
+        early_stopping=early_stopping,
+        patience=patience,
+        min_delta=min_delta,
+        warmup=warmup,
+        pruning=pruning,
+        cv_folds=CV_FOLDS,
+    ).save(study)
+    objective = CVObjective(run, model=model, metric=metric, pruning=pruning)
+    logger = TrialLogger.for_parent(run.logger, name)
+    monitor = StudyMonitor(
+        metric=metric,
+        budget=trials,
+        stopper=EarlyStopping(patience=patience, min_delta=min_delta, warmup=warmup)
+        if early_stopping
+        else None,
+        logger=logger,
+        emit=lambda fields: run.event("trial", **fields),
+    )
+    try:
+        if dask_client is None:
+            session = run_local(
+                study, objective, monitor, n_trials=remaining(study, trials), timeout_s=timeout_s
+            )
+        else:
+            session = run_on_dask(
+                study,
+                objective,
+                monitor,
+                client=dask_client,
+                # DaskStorage rebuilds an RDB storage from its URL; a journal travels as is
+                storage=storage_url if is_rdb(storage_url) else backend,
+                n_trials=remaining(study, trials),
+                timeout_s=timeout_s,
+            )
+    finally:
+        if logger is not None:
+            logger.close()
+    if session.reaped:
+        run.note(f"trials {session.reaped} were left RUNNING by a dead worker: marked FAIL")
+    summary = S.study_summary(
+        study,
+        storage=redact(storage_url),
+        metric=metric,
+        model=model,
+        budget=trials,
+        stop_reason=session.stop_reason,
+    )
+    if summary["best_value"] is None:
+        raise MlpilotError(
+            "no trial of the study completed", hint="see logs/stderr.txt for the trials' errors"
+        )
+    if session.stop_reason == "failures":
+        run.note("the study stopped early: its last trials all failed (see logs/stderr.txt)")
+    _record(run, study, summary, plots=plots)
+    if summary["early_stopped"]:
+        run.note(
+            f"early stopping after {summary['n_trials']} trials: no gain over {min_delta:.0%} "
+            f"in {patience} trials"
+        )
+    best = study.best_trial
+    return str(best.params.get(FAMILY_PARAM, model)), model_params(best.params)
+
+
+def _record(run: PipelineRun, study: Any, summary: dict[str, Any], *, plots: bool) -> None:
+    try:
+        S.log_params_once(run.logger, summary)
+    except Exception as exc:  # a resumed study in a run that logged other best params before
+        run.note(f"hpo.* params kept from before ({type(exc).__name__}); tags hold the new best")
+    S.log_to_parent(run.logger, summary)
+    run.metrics.update(
+        {"hpo_best_value": summary["best_value"], "hpo_trials": float(summary["n_trials"])}
+    )
+    if plots:
+        summary["param_importances"] = S.param_importances(study)
+        if getattr(run.logger, "client", None) is not None:
+            with tempfile.TemporaryDirectory() as tmp:
+                summary["plots"] = S.log_plots(
+                    run.logger, study, Path(tmp), summary["param_importances"]
+                )
+    run.result["study"] = summary

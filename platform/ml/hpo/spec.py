@@ -1,0 +1,167 @@
+"""What a study needs to be continued elsewhere, stored with the study itself.
+
+``StudySpec`` goes into the study's user attribute ``mlpilot``: the data file, target, task,
+model family, metric, seed, the data-preparation steps of the plan (load, clean, features)
+with their arguments, the budget and early-stopping settings, and where its trials are
+logged in MLflow. ``mlpilot worker --study NAME`` replays the preparation steps through the
+runtime library to rebuild exactly the objective the study was created with.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from mlpilot.platform.errors import MlpilotError
+from mlpilot.platform.ml.hpo.storage import redact
+
+if TYPE_CHECKING:
+    import optuna
+
+    from mlpilot.platform.ml.context import PipelineRun
+
+SPEC_ATTR = "mlpilot"
+SPEC_VERSION = 1
+#: the plan steps that shape the data every trial sees, replayed in plan order
+PREP_TOOLS = ("load_data", "clean_data", "engineer_features")
+
+
+@dataclass
+class StudySpec:
+    data_path: str
+    target: str
+    task: str
+    model: str
+    metric: str
+    seed: int
+    steps: list[dict[str, Any]]
+    adapter: str | None = None
+    engine: str = "cpu"
+    data_bytes: int | None = None
+    n_trials: int | None = None
+    timeout_s: float | None = None
+    early_stopping: bool = True
+    patience: int = 10
+    min_delta: float = 0.01
+    warmup: int = 10
+    pruning: bool = True
+    cv_folds: int = 3
+    mlflow_run_id: str | None = None
+    mlflow_experiment_id: str | None = None
+    tracking_uri: str | None = None
+    created_at: str = field(
+        default_factory=lambda: datetime.now(timezone.utc).isoformat(timespec="seconds")
+    )
+    version: int = SPEC_VERSION
+
+    def to_attr(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_attr(cls, data: dict[str, Any]) -> StudySpec:
+        known = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+    @classmethod
+    def of_study(cls, study: optuna.Study) -> StudySpec:
+        data = study.user_attrs.get(SPEC_ATTR)
+        if not isinstance(data, dict):
+            raise MlpilotError(
+                f"study {study.study_name!r} was not created by mlpilot: it has no recipe to rebuild its objective",
+                hint="workers join studies that an mlpilot optimize_model step created",
+            )
+        return cls.from_attr(data)
+
+    def save(self, study: optuna.Study) -> None:
+        study.set_user_attr(SPEC_ATTR, self.to_attr())
+
+
+def prep_steps(run: PipelineRun, data_path: str) -> list[dict[str, Any]]:
+    """The plan's data-preparation steps; a bare load_data when the plan has none."""
+    steps = [
+        {"tool": s["tool"], "args": dict(s.get("args") or {})}
+        for s in (run.plan or {}).get("steps", [])
+        if isinstance(s, dict) and s.get("tool") in PREP_TOOLS
+    ]
+    if not any(s["tool"] == "load_data" for s in steps):
+        steps.insert(
+            0,
+            {
+                "tool": "load_data",
+                "args": {"path": data_path, "target": run.target, "task": run.task},
+            },
+        )
+    return steps
+
+
+def spec_from_run(run: PipelineRun, **settings: Any) -> StudySpec:
+    """The spec of a study about to be optimised for ``run``."""
+    data_path = str(
+        Path((run.result.get("data") or {}).get("path") or run.data_path or "").resolve()
+    )
+    try:
+        data_bytes: int | None = Path(data_path).stat().st_size
+    except OSError:
+        data_bytes = None
+    logger = run.logger
+    return StudySpec(
+        data_path=data_path,
+        data_bytes=data_bytes,
+        target=str(run.target),
+        task=str(run.task),
+        seed=int(run.seed),
+        engine=run.engine,
+        steps=prep_steps(run, data_path),
+        adapter=(run.plan or {}).get("adapter"),
+        mlflow_run_id=getattr(logger, "run_id", None),
+        mlflow_experiment_id=getattr(logger, "experiment_id", None),
+        # without a password: the storage is shared, credentials belong in each worker's env
+        tracking_uri=redact(logger.tracking_uri) if getattr(logger, "tracking_uri", None) else None,
+        **settings,
+    )
+
+
+def rebuild_run(
+    spec: StudySpec, *, run_dir: Path, data_path: str | None = None, engine: str | None = None
+) -> PipelineRun:
+    """A ``PipelineRun`` with the study's data prepared exactly as when the study was created."""
+    from mlpilot.platform.ml import steps as runtime
+    from mlpilot.platform.ml.context import PipelineRun
+    from mlpilot.tracking.run_logger import NullRunLogger
+
+    path = data_path or spec.data_path
+    if not Path(path).is_file():
+        raise MlpilotError(
+            f"the study's data file {path} is not here",
+            hint="pass the same file with --data (the file this study was created on)",
+        )
+    size = Path(path).stat().st_size
+    run_dir.mkdir(parents=True, exist_ok=True)
+    run = PipelineRun(
+        plan={"adapter": spec.adapter, "steps": spec.steps},
+        seed=spec.seed,
+        data_path=path,
+        run_dir=run_dir,
+        logger=NullRunLogger(),  # the study's parent run already holds these params
+        engine=engine or spec.engine,
+    )
+    if spec.data_bytes is not None and size != spec.data_bytes:
+        run.note(
+            f"{path} has {size} bytes, the study was created on {spec.data_bytes}: "
+            "trials are scored on different data"
+        )
+    for step in spec.steps:
+        getattr(runtime, step["tool"])(run, **step["args"])
+    return run
+
+
+def default_study_name(run: PipelineRun, model: str) -> str:
+    """``<target>-<model>-<run id prefix>``: one study per request, found again by its run."""
+    run_id = run.logger.run_id
+    suffix = run_id[:8] if run_id else f"{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:4]}"
+    return f"{run.target or 'study'}-{model}-{suffix}"

@@ -1,0 +1,229 @@
+"""``mlpilot worker``: join a study in shared storage and run its trials.
+
+The study carries its recipe (``StudySpec``): the worker replays the data preparation through
+the runtime library, rebuilds the same objective, and runs trials until the study's budget is
+used, early stopping ends it, ``--trials`` of its own are done, or the time is up. Trial
+numbers come from the storage, so workers never share one. Trials are logged as nested runs
+of the study's MLflow parent run when that tracking server is reachable, else only to Optuna.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from mlpilot.platform.errors import MlpilotError
+from mlpilot.platform.ml.hpo import summary as S
+from mlpilot.platform.ml.hpo.early_stopping import EarlyStopping
+from mlpilot.platform.ml.hpo.monitor import EARLY_STOP_ATTR, StudyMonitor
+from mlpilot.platform.ml.hpo.objective import CVObjective
+from mlpilot.platform.ml.hpo.session import (
+    make_pruner,
+    make_sampler,
+    quiet_optuna,
+    remaining,
+    run_local,
+    run_on_dask,
+)
+from mlpilot.platform.ml.hpo.spec import StudySpec, rebuild_run
+from mlpilot.platform.ml.hpo.storage import is_rdb, open_storage, redact
+from mlpilot.platform.ml.hpo.trial_log import TrialLogger
+
+
+@dataclass
+class WorkerReport:
+    study: str
+    storage: str
+    ran: int = 0
+    reaped: list[int] = field(default_factory=list)
+    stop_reason: str | None = None
+    summary: dict[str, Any] = field(default_factory=dict)
+    mlflow_run_id: str | None = None
+    notes: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "study": self.study,
+            "storage": self.storage,
+            "ran": self.ran,
+            "reaped": self.reaped,
+            "stop_reason": self.stop_reason,
+            "mlflow_run_id": self.mlflow_run_id,
+            "summary": self.summary,
+            "notes": self.notes,
+            "seconds": round(self.seconds, 3),
+        }
+
+
+def run_worker(
+    study_name: str,
+    *,
+    storage: str | None = None,
+    trials: int | None = None,
+    timeout_s: float | None = None,
+    data_path: str | None = None,
+    engine: str | None = None,
+    dask: str | None = None,
+    track: bool = True,
+    on_event: Callable[[dict[str, Any]], None] | None = None,
+) -> WorkerReport:
+    """Join ``study_name`` and run trials; ``trials`` = this worker's own count (None: until
+    the study's budget is used or early stopping ends it)."""
+    import optuna
+
+    from mlpilot.platform.config import get_settings
+
+    quiet_optuna()
+    started = time.perf_counter()
+    settings = get_settings()
+    storage_url = storage or settings.optuna_storage
+    backend = open_storage(storage_url)
+    report = WorkerReport(study=study_name, storage=redact(storage_url))
+    try:
+        probe = optuna.load_study(study_name=study_name, storage=backend)
+    except KeyError:
+        names = [s.study_name for s in optuna.get_all_study_summaries(backend)][-10:]
+        raise MlpilotError(
+            f"no study named {study_name!r} in {redact(storage_url)}",
+            hint=f"studies there: {', '.join(names) or 'none'}; set --storage or MLPILOT_OPTUNA_STORAGE",
+        ) from None
+    spec = StudySpec.of_study(probe)
+    budget = spec.n_trials if trials is None else None
+    timeout_s = timeout_s if timeout_s is not None else (spec.timeout_s if trials is None else None)
+    if trials is None and probe.user_attrs.get(EARLY_STOP_ATTR):
+        report.stop_reason = "early_stopping"
+        report.notes.append("the study was stopped early already: pass --trials N to continue it")
+        return _finish(report, probe, spec, None)
+    if trials is None and remaining(probe, budget) == 0:
+        report.stop_reason = "budget"
+        report.notes.append(
+            f"the study's budget of {budget} trials is used: pass --trials N to add more"
+        )
+        return _finish(report, probe, spec, None)
+
+    # a fresh seed: workers that shared the study's seed would all sample the same points
+    study = optuna.load_study(
+        study_name=study_name,
+        storage=backend,
+        sampler=make_sampler(spec.model, None),
+        pruner=make_pruner(spec.pruning),
+    )
+    with tempfile.TemporaryDirectory(prefix="mlpilot-worker-") as tmp:
+        run = rebuild_run(spec, run_dir=Path(tmp), data_path=data_path, engine=engine)
+        report.notes.extend(run.notes)
+        objective = CVObjective(
+            run, model=spec.model, metric=spec.metric, folds=spec.cv_folds, pruning=spec.pruning
+        )
+    parent = _parent_logger(spec, settings, track, report)
+    logger = TrialLogger.for_parent(parent, study_name) if parent is not None else None
+    monitor = StudyMonitor(
+        metric=spec.metric,
+        budget=budget,
+        stopper=EarlyStopping(patience=spec.patience, min_delta=spec.min_delta, warmup=spec.warmup)
+        if spec.early_stopping
+        else None,
+        logger=logger,
+        emit=(lambda fields: on_event({"type": "trial", **fields})) if on_event else None,
+        total=budget or (_finished(study) + trials if trials else None),
+    )
+    n_trials = trials if trials is not None else remaining(study, budget)
+    try:
+        if dask:
+            client = _dask_client(dask)
+            try:
+                session = run_on_dask(
+                    study,
+                    objective,
+                    monitor,
+                    client=client,
+                    storage=storage_url if is_rdb(storage_url) else backend,
+                    n_trials=n_trials,
+                    timeout_s=timeout_s,
+                )
+            finally:
+                _close_dask(client)
+        else:
+            session = run_local(study, objective, monitor, n_trials=n_trials, timeout_s=timeout_s)
+    finally:
+        if logger is not None:
+            logger.close()
+    report.ran, report.reaped, report.stop_reason = session.ran, session.reaped, session.stop_reason
+    report.seconds = time.perf_counter() - started
+    return _finish(report, study, spec, parent)
+
+
+def _finished(study: Any) -> int:
+    return sum(t.state.is_finished() for t in study.get_trials(deepcopy=False))
+
+
+def _finish(report: WorkerReport, study: Any, spec: StudySpec, parent: Any) -> WorkerReport:
+    report.summary = S.study_summary(
+        study,
+        storage=report.storage,
+        metric=spec.metric,
+        model=spec.model,
+        budget=spec.n_trials,
+        stop_reason=report.stop_reason,
+    )
+    if parent is not None and report.ran:
+        try:  # the parent run shows the study as it is now
+            S.log_to_parent(parent, report.summary)
+        except Exception as exc:
+            report.notes.append(f"could not update the MLflow parent run: {exc}")
+    return report
+
+
+def _parent_logger(spec: StudySpec, settings: Any, track: bool, report: WorkerReport) -> Any | None:
+    """The study's MLflow parent run, when tracking is on and reachable."""
+    if not track or not spec.mlflow_run_id:
+        return None
+    # the tracking URI this machine is configured with wins; else the one the study recorded
+    uri = os.environ.get("MLFLOW_TRACKING_URI") or spec.tracking_uri or settings.tracking_uri
+    if uri.startswith("sqlite:///") and not Path(uri[len("sqlite:///") :]).is_file():
+        report.notes.append(f"MLflow store {uri} is not on this machine: trials go to Optuna only")
+        return None
+    os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "1")
+    os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "10")
+    try:
+        from mlflow import MlflowClient
+
+        from mlpilot.tracking.run_logger import MlflowRunLogger
+
+        client = MlflowClient(uri)
+        run = client.get_run(spec.mlflow_run_id)
+        report.mlflow_run_id = spec.mlflow_run_id
+        return MlflowRunLogger(client, spec.mlflow_run_id, run.info.experiment_id)
+    except Exception as exc:
+        report.notes.append(
+            f"MLflow run {spec.mlflow_run_id} not reachable at {redact(uri)} ({type(exc).__name__}): "
+            "trials go to Optuna only"
+        )
+        return None
+
+
+def _dask_client(address: str) -> Any:
+    """A client of the scheduler at ``address``, or of a local cluster for ``local[:N]``."""
+    try:
+        from distributed import Client, LocalCluster
+    except ImportError:
+        raise MlpilotError(
+            "--dask needs dask.distributed", hint="pip install 'mlpilot[dask]'"
+        ) from None
+    if address == "local" or address.startswith("local:"):
+        workers = int(address.partition(":")[2] or (os.cpu_count() or 2))
+        cluster = LocalCluster(n_workers=workers, threads_per_worker=1, dashboard_address=None)
+        return Client(cluster)
+    return Client(address)
+
+
+def _close_dask(client: Any) -> None:
+    cluster = getattr(client, "cluster", None)
+    client.close()
+    if cluster is not None:
+        cluster.close()
