@@ -6,6 +6,8 @@ DEMO_ROWS ?= 20000
 DEMO_DATA ?= data/sales.csv
 DEMO_PROMPT ?= find the key features driving sales and train a random forest
 PYTEST_ARGS ?=
+# Browser tests drive Debian's Chromium (Playwright never downloads a browser here).
+CHROMIUM ?= /usr/bin/chromium
 
 .PHONY: demo test lint format gpu-check bench clean install install-dev
 
@@ -34,9 +36,18 @@ demo: $(VENV)/.installed
 	@echo "  runs:        $(BIN)/mlpilot runs list"
 	@echo "  plan only:   $(BIN)/mlpilot plan \"tune xgboost for 30 trials to predict sales\" --data $(DEMO_DATA)"
 
-## test: install the dev extra and what the tests need, then run the whole suite
-test: $(VENV)/.installed-dev
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+$(CHROMIUM):
+	@if [ "$$(id -u)" = 0 ]; then \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+	elif command -v sudo >/dev/null 2>&1; then \
+		sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+	else \
+		echo "the browser tests need Debian's chromium: apt-get install chromium" >&2; exit 1; \
+	fi
+
+## test: install the dev extra and what the tests need (Debian's chromium), then run the whole suite
+test: $(VENV)/.installed-dev $(CHROMIUM)
+	MLPILOT_CHROMIUM=$(CHROMIUM) $(BIN)/python -m pytest $(PYTEST_ARGS)
 
 lint: $(VENV)/.installed-dev
 	$(BIN)/ruff format --check .

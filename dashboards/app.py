@@ -1,0 +1,114 @@
+"""The Dash app: pages under ``dashboards/pages``, data from ``dashboards.queries``."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import dash
+import flask
+from dash import Dash, dcc, html
+
+from mlpilot.dashboards import queries
+from mlpilot.platform.config import Settings, get_settings
+
+NAV = [
+    ("Runs", "/"),
+    ("Compare", "/compare"),
+    ("GPU speedups", "/speedups"),
+    ("Studies", "/studies"),
+    ("Models", "/models"),
+    ("Chat", "/chat"),
+]
+MAX_UPLOAD_MB = float(os.environ.get("MLPILOT_DASH_MAX_UPLOAD_MB", "50"))
+
+CSS = """
+body { font-family: system-ui, -apple-system, Segoe UI, sans-serif; margin: 0; color: #1f2933; background: #f5f7fa; }
+.nav { display: flex; gap: 1.2rem; padding: 0.8rem 1.5rem; background: #102a43; }
+.nav a { color: #d9e2ec; text-decoration: none; font-weight: 500; }
+.nav a:hover { color: #fff; }
+.brand { color: #fff !important; font-weight: 700 !important; margin-right: 1rem; }
+.page { padding: 1.2rem 1.5rem; }
+.card { background: #fff; border-radius: 6px; padding: 0.8rem 1rem; margin-bottom: 1rem; box-shadow: 0 1px 2px rgba(0,0,0,0.08); }
+.card h3 { margin-top: 0.2rem; font-size: 1.05rem; }
+.badge { color: #fff; border-radius: 10px; padding: 0.1rem 0.55rem; font-size: 0.8rem; font-weight: 600; }
+.text-block { white-space: pre-wrap; word-break: break-word; background: #f0f4f8; padding: 0.6rem; border-radius: 4px; max-height: 28rem; overflow: auto; }
+.kv th { text-align: left; padding-right: 1rem; font-weight: 500; color: #486581; }
+.filters { display: flex; gap: 0.8rem; flex-wrap: wrap; align-items: center; margin-bottom: 0.8rem; }
+.filters > * { min-width: 12rem; }
+.grid2 { display: grid; grid-template-columns: 1fr 1fr; gap: 1rem; }
+.plots img { max-width: 32rem; margin: 0.4rem; border: 1px solid #d9e2ec; }
+.empty { color: #829ab1; font-style: italic; }
+.chat-message { margin: 0.4rem 0; }
+"""
+
+
+def create_app(settings: Settings | None = None) -> Dash:
+    settings = settings or get_settings()
+    queries.configure(settings)
+    here = Path(__file__).resolve().parent
+    # Flask cannot find the root of a namespace package (mlpilot) by itself: say where it is.
+    server = flask.Flask(
+        "mlpilot.dashboards", root_path=str(here), instance_path=str(settings.home / "dashboard")
+    )
+    app = Dash(
+        "mlpilot.dashboards",
+        server=server,
+        use_pages=True,
+        pages_folder=str(here / "pages"),
+        assets_folder=str(here / "assets"),
+        title="mlpilot",
+        suppress_callback_exceptions=True,
+        update_title=None,
+    )
+    app.server.config["MAX_CONTENT_LENGTH"] = int(
+        MAX_UPLOAD_MB * 1024 * 1024 * 1.4
+    )  # base64 overhead
+    app.index_string = app.index_string.replace("</head>", f"<style>{CSS}</style></head>")
+    app.layout = html.Div(
+        [
+            html.Div(
+                [html.A("mlpilot", href="/", className="brand")]
+                + [
+                    dcc.Link(label, href=href, id=f"nav-{label.lower().replace(' ', '-')}")
+                    for label, href in NAV
+                ],
+                className="nav",
+            ),
+            html.Div(dash.page_container, className="page"),
+        ]
+    )
+    _protect(app, settings)
+    return app
+
+
+def _protect(app: Dash, settings: Settings) -> None:
+    """Basic auth on every route when MLPILOT_DASH_USER / MLPILOT_DASH_PASSWORD are set."""
+    if not (settings.dash_user and settings.dash_password):
+        return
+    try:
+        import dash_auth
+    except ImportError:
+        from mlpilot.platform.errors import MissingExtraError
+
+        raise MissingExtraError("dash-auth", "dashboard", "dashboard authentication") from None
+    dash_auth.BasicAuth(
+        app, {settings.dash_user: settings.dash_password}, secret_key=os.urandom(24).hex()
+    )
+
+
+def serve(host: str = "127.0.0.1", port: int = 8050, settings: Settings | None = None) -> None:
+    app = create_app(settings)
+    # Never debug mode: it exposes an interactive debugger to anyone who can reach the port.
+    app.run(host=host, port=port, debug=False, dev_tools_ui=False, dev_tools_props_check=False)
+
+
+def upload_folder(session_id: str) -> Path:
+    folder = queries.settings().sessions_dir / session_id / "uploads"
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+def page_not_found() -> Any:
+    return html.Div([html.H2("Not found"), dcc.Link("back to runs", href="/")])

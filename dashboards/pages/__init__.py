@@ -1,0 +1,1 @@
+"""Dashboard pages, one per file; Dash imports them (use_pages=True)."""

@@ -1,0 +1,142 @@
+"""Run detail: prompt, plan, generated code, metrics, timings, events, plots, model."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import dash
+import plotly.graph_objects as go
+from dash import dash_table, dcc, html
+
+from mlpilot.dashboards import queries
+from mlpilot.dashboards.components import (
+    card,
+    code_block,
+    empty,
+    json_block,
+    kv_table,
+    status_badge,
+    text_block,
+)
+
+dash.register_page(__name__, path_template="/run/<run_id>", name="Run", title="mlpilot · run")
+
+
+def layout(run_id: str | None = None, **_: Any) -> html.Div:
+    detail = queries.run_detail(run_id or "") if run_id else None
+    if detail is None:
+        return html.Div(
+            [html.H2("Run not found"), text_block(run_id), dcc.Link("back to runs", href="/")],
+            id="run-missing",
+        )
+    doc = detail["doc"]
+    metrics = {k: v for k, v in (doc.get("metrics") or {}).items() if not k.endswith("_std")}
+    header = html.Div(
+        [
+            html.H2(
+                ["Run ", html.Code(doc["_id"]), " ", status_badge(doc.get("status"))],
+                id="run-title",
+            ),
+            html.Div(
+                [
+                    html.Span(
+                        f"experiment {doc.get('experiment', '')} · session {doc.get('session_id', '')} · planner {doc.get('planner') or ''}"
+                    ),
+                    " · ",
+                    html.A("MLflow UI", href=detail["ui_url"], target="_blank")
+                    if detail.get("ui_url")
+                    else None,
+                ]
+            ),
+        ]
+    )
+    error = doc.get("error")
+    return html.Div(
+        [
+            header,
+            card(
+                "Error",
+                text_block(
+                    f"{error.get('type')}: {error.get('message')} (stage {error.get('stage')})"
+                ),
+                id="run-error",
+            )
+            if error
+            else None,
+            card("Prompt", text_block(doc.get("prompt")), id="run-prompt"),
+            html.Div(
+                [
+                    card(
+                        "Metrics",
+                        kv_table(metrics, id="run-metrics") if metrics else empty("no metrics"),
+                    ),
+                    card("Stage timings", _timings_figure(doc.get("timings") or {})),
+                ],
+                className="grid2",
+            ),
+            card("Plan", json_block(doc.get("plan")), id="run-plan"),
+            card(
+                "Generated pipeline.py",
+                code_block(detail.get("pipeline"))
+                if detail.get("pipeline")
+                else empty("not available"),
+                id="run-code",
+            ),
+            card(
+                "Plots",
+                html.Div(
+                    [
+                        html.Figure(
+                            [html.Img(src=p["src"], alt=p["name"]), html.Figcaption(p["name"])]
+                        )
+                        for p in detail["plots"]
+                    ],
+                    className="plots",
+                )
+                if detail["plots"]
+                else empty("no plots"),
+                id="run-plots",
+            ),
+            card("Events", _events_table(doc.get("events") or []), id="run-events"),
+            card("Model", _model(doc, detail), id="run-model"),
+        ]
+    )
+
+
+def _timings_figure(timings: dict[str, float]) -> Any:
+    stages = [k for k in timings if k != "total"]
+    if not stages:
+        return empty("no timings")
+    fig = go.Figure(go.Bar(x=[timings[s] for s in stages], y=stages, orientation="h"))
+    fig.update_layout(
+        height=60 + 28 * len(stages),
+        margin={"l": 10, "r": 10, "t": 10, "b": 30},
+        xaxis_title="seconds",
+    )
+    return dcc.Graph(figure=fig, config={"displayModeBar": False}, id="run-timings")
+
+
+def _events_table(events: list[dict[str, Any]]) -> Any:
+    rows = [
+        {
+            "at": str(e.get("at", ""))[:23],
+            "state": e.get("state", ""),
+            "message": str(e.get("message", ""))[:300],
+        }
+        for e in events
+    ]
+    return dash_table.DataTable(
+        data=rows,
+        columns=[{"id": c, "name": c} for c in ("at", "state", "message")],
+        page_size=15,
+        style_cell={"textAlign": "left", "whiteSpace": "normal"},
+    )
+
+
+def _model(doc: dict[str, Any], detail: dict[str, Any]) -> Any:
+    model = doc.get("model") or {}
+    rows = {"model URI": model.get("uri") or "—"}
+    for version in detail["registry"]:
+        aliases = ", ".join(f"@{a}" for a in version["aliases"])
+        rows[f"registered {version['name']}"] = f"version {version['version']} {aliases}".strip()
+    return kv_table(rows)

@@ -1,0 +1,109 @@
+"""GPU speedups: per-stage CPU vs GPU for one comparison, and speedups across experiments and sizes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import dash
+import plotly.graph_objects as go
+from dash import Input, Output, callback, dcc, html
+
+from mlpilot.dashboards import queries
+from mlpilot.dashboards.components import empty, text_block
+
+dash.register_page(__name__, path="/speedups", name="GPU speedups", title="mlpilot · GPU speedups")
+
+
+def layout(**_: Any) -> html.Div:
+    benches = queries.benchmarks()
+    options = [
+        {
+            "label": f"{b.get('experiment', '')} · {str(b.get('run_id', ''))[:8]} · {(b.get('dataset') or {}).get('rows', '?')} rows",
+            "value": str(b["_id"]),
+        }
+        for b in benches
+    ]
+    return html.Div(
+        [
+            html.H2("CPU vs GPU"),
+            dcc.Dropdown(
+                id="speedups-choice",
+                options=options,
+                value=options[0]["value"] if options else None,
+                placeholder="pick an engine comparison",
+            ),
+            html.Div(id="speedups-one"),
+            html.H3("Speedups across experiments and data sizes"),
+            _across(benches),
+        ]
+    )
+
+
+@callback(Output("speedups-one", "children"), Input("speedups-choice", "value"))
+def show_one(bench_id: str | None) -> Any:
+    bench = next((b for b in queries.benchmarks() if str(b["_id"]) == bench_id), None)
+    if bench is None:
+        return empty("no engine comparison yet: run one with --engine compare")
+    stages = [s for s in bench.get("stages", {}) if s != "total"]
+    cpu = [bench["stages"][s].get("cpu_s") for s in stages]
+    gpu = [bench["stages"][s].get("gpu_s") for s in stages]
+    fig = go.Figure(
+        [go.Bar(name="CPU", x=stages, y=cpu), go.Bar(name="GPU", x=stages, y=[g or 0 for g in gpu])]
+    )
+    fig.update_layout(barmode="group", yaxis_title="seconds", height=360, margin={"t": 30})
+    gpu_info = bench.get("gpu") or {}
+    status = (
+        "GPU leg ran"
+        if gpu_info.get("available")
+        else f"GPU leg unavailable: {gpu_info.get('reason', 'unknown')}"
+    )
+    if not gpu_info.get("available"):
+        fig.add_annotation(
+            text="GPU unavailable — not estimated",
+            showarrow=False,
+            xref="paper",
+            yref="paper",
+            x=0.5,
+            y=0.95,
+        )
+    hardware = bench.get("hardware") or {}
+    return html.Div(
+        [
+            text_block(status, id="speedups-status"),
+            dcc.Graph(figure=fig, id="speedups-bars"),
+            html.P(
+                f"hardware: {hardware.get('cpu_count', '?')} CPU cores, GPU: {hardware.get('gpu') or 'none'}"
+            ),
+        ]
+    )
+
+
+def _across(benches: list[dict[str, Any]]) -> Any:
+    points = []
+    for b in benches:
+        total = (b.get("stages") or {}).get("total") or {}
+        if total.get("speedup"):
+            points.append(
+                (
+                    b.get("experiment", ""),
+                    (b.get("dataset") or {}).get("rows") or 0,
+                    total["speedup"],
+                )
+            )
+    if not points:
+        unavailable = sum(1 for b in benches if not (b.get("gpu") or {}).get("available"))
+        return empty(
+            f"no GPU leg has run yet ({unavailable} comparison(s) with the GPU unavailable)"
+        )
+    fig = go.Figure()
+    for experiment in sorted({p[0] for p in points}):
+        xs = [p[1] for p in points if p[0] == experiment]
+        ys = [p[2] for p in points if p[0] == experiment]
+        fig.add_trace(go.Scatter(x=xs, y=ys, mode="markers", name=experiment))
+    fig.update_layout(
+        xaxis_title="rows",
+        xaxis_type="log",
+        yaxis_title="total speedup (CPU s / GPU s)",
+        height=360,
+    )
+    return dcc.Graph(figure=fig, id="speedups-across")

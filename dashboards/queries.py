@@ -1,0 +1,439 @@
+"""All data the dashboard shows, read from MongoDB (run documents), MLflow and Optuna storage.
+
+Pages call these functions only; nothing here renders anything. Reads are bounded (paging,
+downsampling) so a history of 10,000 runs or a study of 20,000 trials stays responsive.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import re
+import threading
+import time
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+from mlpilot.platform.config import Settings, get_settings
+
+_STATE: dict[str, Any] = {}
+_LOCK = threading.RLock()
+SORTABLE = {"created_at", "status", "experiment", "template", "session_id"}
+MAX_TRIAL_POINTS = 2000
+STUDY_CACHE_S = 30.0
+
+
+def configure(settings: Settings | None = None) -> None:
+    """Point the queries at a store (the app calls this once at start-up)."""
+    with _LOCK:
+        _STATE.clear()
+        _STATE["settings"] = settings or get_settings()
+
+
+def settings() -> Settings:
+    if "settings" not in _STATE:
+        configure()
+    return _STATE["settings"]
+
+
+_THREAD = threading.local()
+
+
+def store() -> Any:
+    """The metadata store, one per server thread (the embedded SQLite file is thread-bound)."""
+    current = getattr(_THREAD, "store", None)
+    if current is None or getattr(_THREAD, "settings", None) is not settings():
+        from mlpilot.tracking.metadata import open_store
+
+        current = _THREAD.store = open_store(settings())
+        _THREAD.settings = settings()
+    return current
+
+
+def client() -> Any:
+    with _LOCK:
+        if "client" not in _STATE:
+            from mlpilot.tracking.mlflow_store import make_client
+
+            _STATE["client"] = make_client(settings())
+        return _STATE["client"]
+
+
+def mlflow_ui_url(run: dict[str, Any] | None = None) -> str | None:
+    """A link into the MLflow UI when the tracking store is a server."""
+    uri = settings().tracking_uri
+    if not uri.startswith(("http://", "https://")):
+        return None
+    base = uri.rstrip("/")
+    if run and run.get("experiment_id") and run.get("_id"):
+        return f"{base}/#/experiments/{run['experiment_id']}/runs/{run['_id']}"
+    return base
+
+
+# -- runs ------------------------------------------------------------------------------------
+@dataclass
+class RunsPage:
+    rows: list[dict[str, Any]]
+    total: int
+
+
+def runs_query(
+    experiment: str | None = None,
+    status: str | None = None,
+    session: str | None = None,
+    prompt: str | None = None,
+) -> dict[str, Any]:
+    query: dict[str, Any] = {}
+    if experiment:
+        query["experiment"] = experiment
+    if status:
+        query["status"] = status
+    if session:
+        query["session_id"] = session
+    if prompt:
+        query["prompt"] = {"$regex": re.escape(prompt), "$options": "i"}
+    return query
+
+
+def list_runs(
+    *,
+    experiment: str | None = None,
+    status: str | None = None,
+    session: str | None = None,
+    prompt: str | None = None,
+    sort_by: str = "created_at",
+    descending: bool = True,
+    page: int = 0,
+    page_size: int = 25,
+    metric: str | None = None,
+) -> RunsPage:
+    """One page of agent runs, filtered and sorted in the store (never all in memory)."""
+    query = runs_query(experiment, status, session, prompt)
+    key = (
+        sort_by
+        if sort_by in SORTABLE
+        else f"metrics.{sort_by}"
+        if re.fullmatch(r"[\w.]+", sort_by)
+        else "created_at"
+    )
+    projection = {
+        "prompt": 1,
+        "status": 1,
+        "experiment": 1,
+        "experiment_id": 1,
+        "session_id": 1,
+        "created_at": 1,
+        "metrics": 1,
+        "main_metric": 1,
+        "plan.template": 1,
+        "engine": 1,
+        "error": 1,
+    }
+    docs = store().find_runs(
+        query,
+        sort=[(key, -1 if descending else 1)],
+        limit=page_size,
+        skip=page * page_size,
+        projection=projection,
+    )
+    total = store().count_runs(query)
+    rows = []
+    for doc in docs:
+        metrics = doc.get("metrics") or {}
+        main = metric or doc.get("main_metric")
+        rows.append(
+            {
+                "run_id": doc["_id"],
+                "created_at": doc.get("created_at"),
+                "status": doc.get("status"),
+                "experiment": doc.get("experiment"),
+                "experiment_id": doc.get("experiment_id"),
+                "session_id": doc.get("session_id"),
+                "prompt": doc.get("prompt") or "",
+                "template": ((doc.get("plan") or {}).get("template")) or "",
+                "engine": ((doc.get("engine") or {}).get("used")) or "",
+                "metric": main or "",
+                "value": metrics.get(f"test_{main}") if main else None,
+                "error": ((doc.get("error") or {}).get("message")) or "",
+            }
+        )
+    return RunsPage(rows, total)
+
+
+def experiments() -> list[str]:
+    try:
+        return sorted(e.name for e in client().search_experiments())
+    except Exception:  # the dashboard still lists runs from MongoDB when MLflow is down
+        return []
+
+
+def metric_names(limit: int = 200) -> list[str]:
+    docs = store().find_runs({}, sort=[("created_at", -1)], limit=limit, projection={"metrics": 1})
+    names = {
+        k.removeprefix("test_")
+        for d in docs
+        for k in (d.get("metrics") or {})
+        if k.startswith("test_")
+    }
+    return sorted(names)
+
+
+# -- one run -----------------------------------------------------------------------------------
+def run_detail(run_id: str) -> dict[str, Any] | None:
+    doc = store().get_run(run_id)
+    if doc is None:
+        return None
+    detail: dict[str, Any] = {
+        "doc": doc,
+        "mlflow": None,
+        "pipeline": None,
+        "plots": [],
+        "registry": [],
+    }
+    try:
+        run = client().get_run(run_id)
+        detail["mlflow"] = {
+            "status": run.info.status,
+            "params": dict(run.data.params),
+            "metrics": dict(run.data.metrics),
+            "tags": dict(run.data.tags),
+        }
+    except Exception as exc:
+        detail["mlflow_error"] = str(exc).splitlines()[0][:200]
+    detail["pipeline"] = _pipeline_source(doc)
+    detail["plots"] = _plots(run_id)
+    detail["registry"] = _versions_of_run(run_id)
+    detail["ui_url"] = mlflow_ui_url(doc)
+    return detail
+
+
+def _pipeline_source(doc: dict[str, Any]) -> str | None:
+    from pathlib import Path
+
+    path = doc.get("pipeline_path")
+    if path and Path(path).is_file():
+        return Path(path).read_text(encoding="utf-8", errors="replace")
+    try:
+        local = client().download_artifacts(doc["_id"], "pipeline.py")
+        return Path(local).read_text(encoding="utf-8", errors="replace")
+    except Exception:
+        return None
+
+
+def _plots(run_id: str, limit: int = 12) -> list[dict[str, str]]:
+    """PNG plots of a run as data URIs (bytes from the artifact store, never HTML)."""
+    from pathlib import Path
+
+    try:
+        items = client().list_artifacts(run_id, "plots")
+    except Exception:
+        return []
+    plots = []
+    for item in items[:limit]:
+        if item.is_dir or not item.path.endswith(".png"):
+            continue
+        try:
+            data = Path(client().download_artifacts(run_id, item.path)).read_bytes()
+        except Exception:
+            continue
+        plots.append(
+            {
+                "name": item.path.split("/")[-1],
+                "src": "data:image/png;base64," + base64.b64encode(data).decode(),
+            }
+        )
+    return plots
+
+
+def _versions_of_run(run_id: str) -> list[dict[str, Any]]:
+    try:
+        versions = client().search_model_versions(f"run_id = '{run_id}'")
+    except Exception:
+        return []
+    return [
+        {"name": v.name, "version": v.version, "aliases": list(getattr(v, "aliases", []) or [])}
+        for v in versions
+    ]
+
+
+def compare_runs(run_ids: list[str]) -> dict[str, Any]:
+    rows = []
+    for run_id in run_ids:
+        doc = store().get_run(run_id) or {"_id": run_id}
+        params: dict[str, str] = {}
+        with contextlib.suppress(Exception):
+            params = dict(client().get_run(run_id).data.params)
+        rows.append(
+            {
+                "run_id": run_id,
+                "prompt": doc.get("prompt", ""),
+                "status": doc.get("status"),
+                "metrics": doc.get("metrics") or {},
+                "params": params,
+                "timings": doc.get("timings") or {},
+            }
+        )
+    metric_keys = sorted({k for r in rows for k in r["metrics"] if not k.endswith("_std")})
+    param_keys = sorted({k for r in rows for k in r["params"]})
+    differing = [k for k in param_keys if len({r["params"].get(k) for r in rows}) > 1]
+    return {"rows": rows, "metric_keys": metric_keys, "differing_params": differing}
+
+
+def recent_run_options(limit: int = 200) -> list[dict[str, str]]:
+    docs = store().find_runs(
+        {}, sort=[("created_at", -1)], limit=limit, projection={"prompt": 1, "status": 1}
+    )
+    return [
+        {
+            "label": f"{d['_id'][:8]} · {d.get('status', '')} · {(d.get('prompt') or '')[:60]}",
+            "value": d["_id"],
+        }
+        for d in docs
+    ]
+
+
+# -- engines -------------------------------------------------------------------------------------
+def benchmarks(limit: int = 500) -> list[dict[str, Any]]:
+    return store().find_benchmarks({}, limit=limit)
+
+
+# -- studies -------------------------------------------------------------------------------------
+def _optuna_storage() -> Any:
+    with _LOCK:
+        if "optuna" not in _STATE:
+            from mlpilot.platform.ml.tuning import open_storage
+
+            _STATE["optuna"] = open_storage(settings().optuna_storage)
+        return _STATE["optuna"]
+
+
+def studies() -> list[dict[str, Any]]:
+    import optuna
+
+    try:
+        summaries = optuna.get_all_study_summaries(_optuna_storage(), include_best_trial=False)
+    except Exception:
+        return []
+    out = []
+    for s in summaries:
+        out.append(
+            {
+                "name": s.study_name,
+                "n_trials": s.n_trials,
+                "direction": s.direction.name.lower() if s.direction else "",
+                "started": s.datetime_start,
+            }
+        )
+    return sorted(out, key=lambda s: s["started"] or 0, reverse=True)  # type: ignore[arg-type,return-value]
+
+
+def study_trials(name: str) -> dict[str, Any]:
+    """Trials of a study as columns, cached briefly and downsampled for plotting."""
+    now = time.monotonic()
+    cache = _STATE.setdefault("study_cache", {})
+    hit = cache.get(name)
+    if hit and now - hit[0] < STUDY_CACHE_S:
+        return hit[1]
+    data = _load_study(name)
+    cache[name] = (now, data)
+    return data
+
+
+@lru_cache(maxsize=32)
+def _importances(name: str, n_trials: int) -> dict[str, float]:
+    import optuna
+
+    study = optuna.load_study(study_name=name, storage=_optuna_storage())
+    complete = [t for t in study.get_trials(deepcopy=False) if t.state.name == "COMPLETE"]
+    if len(complete) < 3:
+        return {}
+    sample = complete if len(complete) <= 1000 else complete[:: len(complete) // 1000]
+    view = optuna.create_study(direction=study.direction)
+    view.add_trials(sample)
+    try:
+        return {k: float(v) for k, v in optuna.importance.get_param_importances(view).items()}
+    except Exception:
+        return {}
+
+
+def _load_study(name: str) -> dict[str, Any]:
+    import numpy as np
+    import optuna
+
+    study = optuna.load_study(study_name=name, storage=_optuna_storage())
+    trials = [
+        t
+        for t in study.get_trials(deepcopy=False)
+        if t.state.name == "COMPLETE" and t.value is not None
+    ]
+    numbers = np.array([t.number for t in trials], dtype=int)
+    values = np.array([t.value for t in trials], dtype=float)
+    maximize = study.direction == optuna.study.StudyDirection.MAXIMIZE
+    best = (
+        np.maximum.accumulate(values)
+        if maximize and len(values)
+        else np.minimum.accumulate(values)
+        if len(values)
+        else values
+    )
+    keep = _downsample(len(trials), MAX_TRIAL_POINTS)
+    params = sorted({k for t in trials for k in t.params})
+    param_rows = [
+        {**{k: trials[i].params.get(k) for k in params}, "value": values[i]} for i in keep
+    ]
+    return {
+        "name": name,
+        "direction": "maximize" if maximize else "minimize",
+        "n_trials": len(study.get_trials(deepcopy=False)),
+        "n_complete": len(trials),
+        "best_value": float(best[-1]) if len(best) else None,
+        "best_params": study.best_params if trials else {},
+        "history": {
+            "number": numbers[keep].tolist(),
+            "value": values[keep].tolist(),
+            "best": best[keep].tolist(),
+        },
+        "params": params,
+        "param_rows": param_rows,
+        "importances": _importances(name, len(trials)),
+        "downsampled": len(keep) < len(trials),
+    }
+
+
+def _downsample(n: int, limit: int) -> list[int]:
+    if n <= limit:
+        return list(range(n))
+    step = n / limit
+    picked = sorted({int(i * step) for i in range(limit)} | {n - 1})
+    return picked
+
+
+# -- registry ------------------------------------------------------------------------------------
+def registered_models() -> list[dict[str, Any]]:
+    out = []
+    try:
+        models = client().search_registered_models(max_results=500)
+    except Exception:
+        return out
+    for model in models:
+        aliases = dict(getattr(model, "aliases", {}) or {})
+        versions = client().search_model_versions(f"name = '{model.name}'", max_results=200)
+        rows = []
+        for v in sorted(versions, key=lambda v: int(v.version), reverse=True):
+            tags = dict(v.tags or {})
+            rows.append(
+                {
+                    "version": v.version,
+                    "aliases": [a for a, ver in aliases.items() if str(ver) == str(v.version)],
+                    "run_id": v.run_id,
+                    "source_run": tags.get("mlpilot.source_run") or v.run_id,
+                    "prompt": tags.get("mlpilot.prompt", ""),
+                    "metric": tags.get("mlpilot.metric", ""),
+                    "metric_value": tags.get("mlpilot.metric_value", ""),
+                    "fingerprint": tags.get("mlpilot.dataset_fingerprint", ""),
+                    "created": v.creation_timestamp,
+                }
+            )
+        out.append({"name": model.name, "aliases": aliases, "versions": rows})
+    return out

@@ -1,0 +1,120 @@
+"""Every dashboard page on seeded data, in Debian's Chromium driven by Playwright."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+from conftest import SCRIPT_PROMPT, Dashboard, get_status
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+
+def test_runs_page_lists_runs_with_badges_and_links(
+    page: Any, dashboard: Dashboard, seeded_home: dict
+) -> None:
+    page.goto(dashboard.url + "/")
+    page.wait_for_selector("#runs-table td")
+    assert re.search(r"\d+ runs", page.inner_text("#runs-total"))
+    table = page.inner_text("#runs-table")
+    assert "SUCCEEDED" in table and "FAILED" in table
+    trained = seeded_home["trained"]["run_id"]
+    page.click(f"a[href='/run/{trained}']")
+    page.wait_for_selector("#run-title")
+    assert trained in page.inner_text("#run-title")
+    assert "train a random forest to predict sales" in page.inner_text("#run-prompt")
+    assert "load_data" in page.inner_text("#run-plan")
+    assert "PipelineRun.from_argv" in page.inner_text("#run-code")
+    assert page.locator("#run-plots img").count() >= 2
+    assert "SUCCEEDED" in page.inner_text("#run-events")
+    assert "models:/" in page.inner_text("#run-model")
+
+
+def test_filtering_and_paging_happen_on_the_server(page: Any, dashboard: Dashboard) -> None:
+    page.goto(dashboard.url + "/")
+    page.wait_for_selector("#runs-table td")
+    page.fill("#runs-prompt", "tune xgboost")
+    page.keyboard.press("Enter")
+    page.wait_for_function("document.querySelector('#runs-total').innerText.startsWith('1 run')")
+    assert "tune xgboost" in page.inner_text("#runs-table")
+
+
+def test_script_in_a_prompt_is_shown_as_text(
+    page: Any, dashboard: Dashboard, seeded_home: dict
+) -> None:
+    failed = seeded_home["failed"]
+    assert failed and failed["run_id"]
+    page.goto(dashboard.url + f"/run/{failed['run_id']}")
+    page.wait_for_selector("#run-prompt")
+    assert SCRIPT_PROMPT in page.inner_text("#run-prompt")
+    assert page.locator("#run-prompt script").count() == 0
+    assert page.dialogs == []
+    assert "no_such_column" in page.inner_text("#run-error")
+
+
+def test_compare_two_runs(page: Any, dashboard: Dashboard, seeded_home: dict) -> None:
+    a, b = seeded_home["trained"]["run_id"], seeded_home["tuned"]["run_id"]
+    page.goto(dashboard.url + "/compare")
+    page.click("#compare-runs")
+    for run_id in (a, b):
+        page.keyboard.press("Control+A")  # the search box keeps what was typed before
+        page.keyboard.type(run_id[:8])
+        page.keyboard.press("Enter")
+    page.wait_for_selector("#compare-metrics td")
+    metrics = page.inner_text("#compare-metrics")
+    assert "test_rmse" in metrics and a[:8] in metrics and b[:8] in metrics
+    assert page.locator("#compare-parcoords").count() == 1
+    assert "model.family" in page.inner_text("#compare-params")
+
+
+def test_studies_page_shows_history_and_importances(page: Any, dashboard: Dashboard) -> None:
+    page.goto(dashboard.url + "/studies")
+    page.wait_for_selector("#studies-summary td")
+    summary = page.inner_text("#studies-summary")
+    assert "sales-xgb" in summary and "minimize" in summary
+    assert page.locator("#studies-history .main-svg").count() >= 1
+    assert page.locator("#studies-importances").count() == 1
+
+
+def test_speedups_page_reports_the_missing_gpu(page: Any, dashboard: Dashboard) -> None:
+    page.goto(dashboard.url + "/speedups")
+    page.wait_for_selector("#speedups-status")
+    assert "GPU leg unavailable" in page.inner_text("#speedups-status")
+    assert page.locator("#speedups-bars").count() == 1
+
+
+def test_models_page_shows_versions_aliases_and_lineage(page: Any, dashboard: Dashboard) -> None:
+    page.goto(dashboard.url + "/models")
+    page.wait_for_selector("#models-list td")
+    text = page.inner_text("#models-list")
+    assert "sales-model" in text and "@champion" in text
+    assert re.search(r"\b(rmse|mae|r2) \d", text), text  # the lineage metric and its value
+
+
+def test_chat_upload_run_and_watch_it_finish(
+    page: Any, dashboard: Dashboard, seeded_home: dict
+) -> None:
+    page.goto(dashboard.url + "/chat")
+    page.wait_for_selector("#chat-session-id")
+    page.set_input_files("#chat-upload input[type=file]", str(seeded_home["data"]))
+    page.wait_for_selector("#chat-uploaded")
+    page.fill("#chat-prompt", "train a ridge regression to predict sales")
+    page.click("#chat-send")
+    page.wait_for_selector("#chat-progress")
+    page.wait_for_selector("#chat-status", timeout=180_000)
+    assert "SUCCEEDED" in page.inner_text("#chat-status")
+    assert "RUNNING" in page.inner_text("#chat-progress")
+    assert "test_rmse" in page.inner_text("#chat-result")
+    assert "train a ridge regression" in page.inner_text("#chat-history")
+
+
+def test_auth_refuses_requests_without_credentials(seeded_home: dict) -> None:
+    server = Dashboard(seeded_home["home"], MLPILOT_DASH_USER="ana", MLPILOT_DASH_PASSWORD="s3cret")
+    try:
+        for path in ("/", "/models", "/_dash-layout"):
+            assert get_status(server.url + path) == 401
+            assert get_status(server.url + path, ("ana", "wrong")) == 401
+        assert get_status(server.url + "/", ("ana", "s3cret")) == 200
+    finally:
+        server.stop()
