@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from mlpilot.platform.cli import catalog, chat, datasets
+from mlpilot.platform.cli import catalog, chat, dashboard, datasets, doctor, models, runs, worker
 from mlpilot.platform.cli._output import console, fail, handle_errors, parse_params, print_json
 
 app = typer.Typer(
@@ -17,10 +17,6 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
 )
-app.add_typer(datasets.app, name="datasets")
-app.add_typer(catalog.tools_app, name="tools")
-app.add_typer(catalog.templates_app, name="templates")
-app.command("chat")(chat.chat)
 
 Prompt = Annotated[str, typer.Argument(help="What to do, in plain English or Chinese.")]
 DataOpt = Annotated[
@@ -166,6 +162,18 @@ def version() -> None:
     from importlib.metadata import version as _version
 
     typer.echo(_version("mlpilot"))
+
+
+# After plan/run/predict/version above, in the order `mlpilot --help` lists them.
+app.command("chat")(chat.chat)
+app.add_typer(runs.app, name="runs")
+app.add_typer(models.app, name="models")
+app.command("dashboard")(dashboard.dashboard)
+app.command("worker")(worker.worker)
+app.command("doctor")(doctor.doctor)
+app.add_typer(catalog.templates_app, name="templates")
+app.add_typer(catalog.tools_app, name="tools")
+app.add_typer(datasets.app, name="datasets")
 
 
 def main() -> None:
