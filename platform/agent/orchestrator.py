@@ -9,11 +9,11 @@ with the reason — never left RUNNING.
 from __future__ import annotations
 
 import json
-import shutil
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from mlpilot.platform.agent.recording import record_result, remember_outcome
 from mlpilot.platform.agent.sessions import Session, load_session, save_session
 from mlpilot.platform.config import Settings, get_settings
 from mlpilot.platform.errors import MlpilotError
@@ -361,7 +361,7 @@ class Orchestrator:
                 outcome,
             )
             transition("RECORDING", "recording results")
-            self._record(leg, logger, store, outcome, run_id)
+            record_result(leg, logger, store, outcome, run_id)
             if not leg.ok:
                 raise RunFailed(leg.failure())
             final = "SUCCEEDED"
@@ -392,7 +392,7 @@ class Orchestrator:
             logger.set_tags({"mlpilot.error": str(outcome.error.get("message", ""))[:500]})
         transition(final, outcome.error["message"] if outcome.error else "done", **fields)
         logger.end(TERMINAL_MLFLOW[final])
-        self._remember(session, outcome, profile, plan, store)
+        remember_outcome(session, outcome, profile, plan, store)
         store.flush()
         return outcome
 
@@ -488,97 +488,6 @@ class Orchestrator:
 
         return handle
 
-    def _record(self, leg: Any, logger: Any, store: Any, outcome: RunOutcome, run_id: str) -> None:
-        result = leg.result or {}
-        for name in ("stdout.txt", "stderr.txt"):
-            path = leg.run_dir / name
-            if path.exists():
-                logger.log_file(path, "logs")
-        outcome.metrics.update(result.get("metrics", {}))
-        outcome.timings.update(result.get("timings", {}))
-        outcome.model_uri = result.get("model_uri")
-        outcome.importance = result.get("importance")
-        outcome.registered = result.get("registered")
-        outcome.predictions = result.get("predictions")
-        outcome.study = result.get("study")
-        outcome.main_metric = result.get("main_metric")
-        outcome.notes.extend(n for n in result.get("notes", []) if n not in outcome.notes)
-        timings = {
-            "stages_s": outcome.timings,
-            "stage_peak_memory_mb": result.get("stage_memory_mb", {}),
-            "peak_memory_mb": result.get("peak_memory_mb"),
-            "engine": outcome.engine,
-        }
-        logger.log_dict(timings, "timings.json")
-        fields: dict[str, Any] = {
-            "metrics": outcome.metrics,
-            "timings": outcome.timings,
-            "main_metric": outcome.main_metric,
-            "task": result.get("task"),
-            "target": result.get("target"),
-            "notes": outcome.notes,
-            "pipeline_path": outcome.pipeline_path,
-            "model": {
-                "uri": outcome.model_uri,
-                "registered_name": (outcome.registered or {}).get("name"),
-                "version": (outcome.registered or {}).get("version"),
-            },
-        }
-        if outcome.study:
-            fields["study"] = outcome.study
-        if result.get("data"):
-            fields["dataset.rows"] = result["data"]["rows"]
-        store.update_run(run_id, fields)
-        if result.get("target"):
-            logger.set_tags(
-                {
-                    "mlpilot.target": result["target"],
-                    "mlpilot.task": result.get("task") or "",
-                    "mlpilot.metric": outcome.main_metric or "",
-                }
-            )
-
-    def _remember(
-        self, session: Session, outcome: RunOutcome, profile: Any, plan: Plan, store: Any
-    ) -> None:
-        load = plan.step("load_data")
-        session.remember(
-            data_path=profile.path if profile else None,
-            target=load.args.get("target") if load else None,
-            last_run=outcome.run_id,
-            last_plan=plan.to_dict(),
-            experiment=outcome.experiment,
-            metric=outcome.main_metric,
-        )
-        metric = outcome.main_metric
-        if outcome.status == "SUCCEEDED" and metric and f"test_{metric}" in outcome.metrics:
-            value = outcome.metrics[f"test_{metric}"]
-            best = session.context.get("best_run")
-            lower = metric in ("rmse", "mae", "log_loss")
-            if (
-                not best
-                or best.get("metric") != metric
-                or (value < best["value"] if lower else value > best["value"])
-            ):
-                session.context["best_run"] = {
-                    "run_id": outcome.run_id,
-                    "metric": metric,
-                    "value": value,
-                    "model_uri": outcome.model_uri,
-                }
-        parts = [f"{k}={v:.4g}" for k, v in outcome.metrics.items() if k.startswith("test_")]
-        if outcome.registered:
-            parts.append(
-                f"registered {outcome.registered['name']} v{outcome.registered['version']}"
-            )
-        if outcome.predictions:
-            parts.append(f"predictions in {outcome.predictions['path']}")
-        if outcome.error:
-            parts.append(str(outcome.error.get("message", "")))
-        summary = f"{outcome.status.lower()}: " + ", ".join(parts)
-        session.add("assistant", summary, outcome.run_id)
-        save_session(store, session)
-
 
 def _describe_event(event: dict[str, Any]) -> str:
     kind = event.get("type")
@@ -587,7 +496,3 @@ def _describe_event(event: dict[str, Any]) -> str:
     if kind == "trial":
         return f"trial {event.get('number')}: value {event.get('value')}, best {event.get('best')}"
     return str(kind)
-
-
-def clean_run_dir(path: Path) -> None:
-    shutil.rmtree(path, ignore_errors=True)

@@ -10,7 +10,15 @@ from typing import Annotated, Literal
 import pytest
 
 from mlpilot.platform.errors import MlpilotError, PlanError
-from mlpilot.platform.tools import BUILTIN_TOOLS, Bounds, default_registry, tool
+from mlpilot.platform.tools import (
+    BUILTIN_TOOLS,
+    CLASSIFICATION_METRICS,
+    METRICS,
+    REGRESSION_METRICS,
+    Bounds,
+    default_registry,
+    tool,
+)
 
 CANONICAL = {
     "load_data",
@@ -129,3 +137,11 @@ def test_plugin_module_adds_tools(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     sys.modules.pop("my_tools", None)
     with pytest.raises(MlpilotError, match="cannot import plugin module"):
         default_registry(["no_such_module_xyz"])
+
+
+def test_metric_names_agree_between_the_tools_and_the_runtime() -> None:
+    from mlpilot.platform.ml import metrics
+
+    assert tuple(CLASSIFICATION_METRICS) == metrics.CLASSIFICATION
+    assert tuple(REGRESSION_METRICS) == metrics.REGRESSION
+    assert set(METRICS) == set(metrics.CLASSIFICATION) | set(metrics.REGRESSION)

@@ -1,0 +1,288 @@
+"""Loading and cleaning: the steps that decide which rows and columns a model sees."""
+
+from __future__ import annotations
+
+import difflib
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from mlpilot.platform.errors import DataError, MlpilotError
+from mlpilot.platform.ml.context import PipelineRun
+from mlpilot.platform.ml.dtypes import (
+    EXCLUDED_KINDS,
+    coerce_column,
+    detect_column,
+    float32_safe,
+    parse_numbers,
+)
+from mlpilot.platform.ml.features import plan_cleaning
+from mlpilot.platform.ml.io import duplicate_header_names, read_table
+
+TEST_SIZE = 0.2
+IMBALANCE_SHARE = 0.2
+
+
+# -- load -------------------------------------------------------------------------------------
+def load_data(run: PipelineRun, path: str, target: str | None = None, task: str = "auto") -> None:
+    with run.stage("load"):
+        path = str(Path(run.data_path or path).expanduser())
+        frame = read_table(path)
+        chunked = frame.attrs.get("mlpilot_read")
+        if chunked:
+            run.note(
+                f"file larger than the memory budget: read in {chunked['chunks']} chunks, "
+                f"{chunked['saved_mb']} MiB saved by float32 columns"
+            )
+        duplicates = duplicate_header_names(Path(path))
+        if duplicates:
+            run.note(
+                f"duplicate column names {duplicates}: later copies were renamed NAME.1, NAME.2, …"
+            )
+        if target is None:
+            raise DataError(
+                "no target column was named",
+                hint=f"say which column to predict; columns: {_columns(frame)}",
+            )
+        if target not in frame.columns:
+            close = difflib.get_close_matches(target, [str(c) for c in frame.columns], n=3)
+            guess = f"did you mean {', '.join(map(repr, close))}? " if close else ""
+            raise DataError(
+                f"target column {target!r} not found in {Path(path).name}",
+                hint=f"{guess}columns: {_columns(frame)}",
+            )
+        if target in duplicates:
+            raise DataError(
+                f"target column {target!r} appears more than once in the header",
+                hint="rename the duplicate columns",
+            )
+        missing = int(frame[target].isna().sum())
+        if missing == len(frame):
+            raise DataError(
+                f"target column {target!r} has no values (all {len(frame)} rows are missing)"
+            )
+        if missing:
+            frame = frame[frame[target].notna()]
+            run.note(
+                f"dropped {missing} rows with a missing target ({missing / (missing + len(frame)):.1%})"
+            )
+        y_raw = frame[target]
+        X = frame.drop(columns=[target])
+        del frame
+        run.task, y = _resolve_task(y_raw, target, task)
+        run.target = target
+        specs = [detect_column(str(c), X[c]) for c in X.columns]
+        used = [s for s in specs if s.kind not in EXCLUDED_KINDS]
+        for spec in specs:
+            if spec.kind in EXCLUDED_KINDS:
+                run.note(f"column {spec.name!r} not used: {spec.note}")
+        if not used:
+            raise DataError(
+                "no usable feature columns besides the target",
+                hint="the other columns are identifiers, constants or empty",
+            )
+        X = X[[s.name for s in used]]
+        run.raw_example = X.head(5).copy()
+        saved = 0
+        for spec in used:
+            column = coerce_column(X[spec.name], spec)
+            if spec.kind in ("numeric", "integer", "boolean") and float32_safe(column):
+                saved += column.memory_usage(deep=False) // 2
+                column = column.astype("float32")
+            X[spec.name] = column
+        if saved >= 2**20 / 10:
+            run.note(f"float64 → float32 where exact: {saved / 2**20:.1f} MiB saved")
+        run.X, run.y, run.specs = X, y, used
+        if run.task == "classification":
+            run.classes = np.array(sorted(pd.unique(y), key=str), dtype=object)
+            counts = y.value_counts()
+            if counts.min() / len(y) < IMBALANCE_SHARE:
+                run.note(
+                    f"imbalanced classes (smallest {counts.min() / len(y):.1%}): class weights are balanced"
+                )
+        _apply_adapter(run)
+        _split(run)
+        run.logger.log_params(
+            {
+                "data.path": path,
+                "data.rows": len(X),
+                "data.columns": len(used),
+                "target": target,
+                "task": run.task,
+                "seed": run.seed,
+                "engine": run.engine,
+            }
+        )
+        try:
+            head = X.index[:100_000]  # a bounded sample: never a second copy of a large frame
+            run.logger.log_input(
+                X.loc[head].assign(**{target: y.loc[head].to_numpy()}),
+                source=path,
+                name=Path(path).name,
+                targets=target,
+            )
+        except Exception as exc:  # the dataset record is a nicety, never a reason to fail
+            run.note(f"dataset not recorded with log_input: {type(exc).__name__}")
+        run.result["data"] = {
+            "path": path,
+            "rows": len(X),
+            "cols": len(used),
+            "schema": [s.to_dict() for s in used],
+        }
+        run.event(
+            "progress",
+            stage="load",
+            message=f"{len(X)} rows, {len(used)} feature columns, task {run.task}",
+        )
+
+
+def _apply_adapter(run: PipelineRun) -> None:
+    """Domain rules from the plan's adapter: drop leaking columns, choose the metric."""
+    name = run.plan.get("adapter")
+    if not name:
+        return
+    from mlpilot.adapters import get_adapter
+
+    advice = get_adapter(name).advise(list(run.X.columns), run.target or "", run.task or "")
+    if advice.drop:
+        run.X = run.X.drop(columns=list(advice.drop))
+        run.specs = [s for s in run.specs if s.name not in advice.drop]
+        run.raw_example = run.raw_example.drop(columns=list(advice.drop))
+        for column, why in advice.drop.items():
+            run.note(f"column {column!r} dropped: {why}")
+    binary = run.classes is not None and len(run.classes) == 2
+    if advice.metric and (advice.metric != "pr_auc" or binary):
+        run.main_metric = advice.metric
+    run.notes.extend(advice.notes)
+    run.result["adapter"] = {"name": name, "dropped": advice.drop, "metric": run.main_metric}
+
+
+def _columns(frame: pd.DataFrame, limit: int = 15) -> str:
+    names = [repr(str(c)) for c in frame.columns]
+    return ", ".join(names[:limit]) + (
+        f" (and {len(names) - limit} more)" if len(names) > limit else ""
+    )
+
+
+def _resolve_task(y_raw: pd.Series, target: str, task: str) -> tuple[str, pd.Series]:
+    spec = detect_column(target, y_raw)
+    unique = int(y_raw.nunique())
+    if unique < 2:
+        raise DataError(
+            f"target {target!r} has a single value ({str(y_raw.iloc[0])[:30]!r}): there is nothing to predict",
+            hint="choose a column with at least two different values",
+        )
+    numeric = spec.kind in ("numeric", "integer", "boolean")
+    if task == "auto":
+        task = (
+            "regression"
+            if spec.kind == "numeric" or (spec.kind == "integer" and unique > 20)
+            else "classification"
+        )
+    if task == "regression":
+        if not numeric:
+            examples = ", ".join(repr(str(v)) for v in y_raw.dropna().unique()[:3])
+            raise DataError(
+                f"target {target!r} holds text values ({examples}) and cannot be regressed",
+                hint="use task classification, or choose a numeric target",
+            )
+        return task, parse_numbers(y_raw).astype("float64")
+    if spec.kind == "numeric" and unique > 50:
+        raise DataError(
+            f"target {target!r} is continuous ({unique} distinct values) and cannot be classified",
+            hint="use task regression",
+        )
+    labels = y_raw.astype("string").str.strip().astype(object) if not numeric else y_raw
+    if numeric and pd.api.types.is_float_dtype(labels) and np.allclose(labels, np.round(labels)):
+        labels = labels.astype("int64")
+    counts = pd.Series(labels).value_counts()
+    if counts.min() < 2:
+        rare = ", ".join(repr(str(c)) for c in counts[counts < 2].index[:3])
+        raise DataError(
+            f"target {target!r} has classes with a single row ({rare})",
+            hint="merge or remove rare classes",
+        )
+    return task, pd.Series(labels, index=y_raw.index)
+
+
+def _split(run: PipelineRun) -> None:
+    from sklearn.model_selection import train_test_split
+
+    index = run.X.index.to_numpy()
+    stratify = run.y.to_numpy() if run.task == "classification" else None
+    if len(index) < 10:
+        raise DataError(
+            f"only {len(index)} usable rows: too few to train and test a model",
+            hint="use at least 10 rows",
+        )
+    train, test = train_test_split(
+        index, test_size=TEST_SIZE, random_state=run.seed, stratify=stratify
+    )
+    run.train_index, run.test_index = pd.Index(np.sort(train)), pd.Index(np.sort(test))
+
+
+def _train(run: PipelineRun) -> tuple[pd.DataFrame, pd.Series]:
+    return run.X.loc[run.train_index], run.y.loc[run.train_index]
+
+
+def _test(run: PipelineRun) -> tuple[pd.DataFrame, pd.Series]:
+    return run.X.loc[run.test_index], run.y.loc[run.test_index]
+
+
+def _require_data(run: PipelineRun, step: str) -> None:
+    if run.X is None:
+        raise MlpilotError(f"{step} needs data: the pipeline has no load_data step before it")
+
+
+# -- clean --------------------------------------------------------------------------------------
+def clean_data(run: PipelineRun, strategy: str = "auto", drop_duplicates: bool = True) -> None:
+    _require_data(run, "clean_data")
+    with run.stage("clean"):
+        before = len(run.X)
+        report: dict[str, Any] = {"rows_before": before, "strategy": strategy}
+        if drop_duplicates:
+            hashed = pd.util.hash_pandas_object(run.X, index=False) ^ pd.util.hash_pandas_object(
+                run.y, index=False
+            )
+            dup = hashed.duplicated().to_numpy()
+            report["duplicates_removed"] = int(dup.sum())
+            if dup.any():
+                _keep_rows(run, ~dup)
+                run.note(f"removed {int(dup.sum())} duplicate rows")
+        if strategy == "drop":
+            complete = run.X.notna().all(axis=1).to_numpy()
+            report["incomplete_rows_removed"] = int((~complete).sum())
+            if not complete.any():
+                raise DataError(
+                    "every row has a missing value: strategy 'drop' would remove them all",
+                    hint="use strategy auto, mean or median",
+                )
+            _keep_rows(run, complete)
+        X_train, y_train = _train(run)
+        run.cleaning = plan_cleaning(X_train, y_train, run.specs, run.task, strategy)
+        for name, reason in run.cleaning.dropped.items():
+            run.note(f"column {name!r} dropped: {reason}")
+        if run.cleaning.dropped:
+            run.X = run.X.drop(columns=list(run.cleaning.dropped))
+            run.specs = [s for s in run.specs if s.name not in run.cleaning.dropped]
+        report.update(rows_after=len(run.X), **run.cleaning.to_dict())
+        run.logger.log_dict(report, "reports/cleaning.json")
+        run.logger.log_params(
+            {"clean.strategy": strategy, "clean.drop_duplicates": drop_duplicates}
+        )
+        run.log_metrics({"clean_rows_removed": before - len(run.X)})
+        run.result["cleaning"] = {
+            "rows_removed": before - len(run.X),
+            "columns_dropped": list(run.cleaning.dropped),
+        }
+
+
+def _keep_rows(run: PipelineRun, mask: np.ndarray) -> None:
+    run.X, run.y = run.X[mask], run.y[mask]
+    kept = run.X.index
+    run.train_index = run.train_index.intersection(kept)
+    run.test_index = run.test_index.intersection(kept)
+    if len(run.train_index) < 5 or len(run.test_index) < 2:
+        raise DataError(f"only {len(kept)} rows are left after cleaning: too few to train and test")

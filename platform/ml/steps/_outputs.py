@@ -1,0 +1,116 @@
+"""The model as an MLflow artifact, the registry, and predictions on new files."""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from mlpilot.platform.errors import MlpilotError
+from mlpilot.platform.ml.context import PipelineRun
+from mlpilot.platform.ml.io import read_table
+
+
+# -- model logging, registry and prediction ---------------------------------------------------------------
+def log_model(run: PipelineRun) -> str | None:
+    """Log the whole Pipeline with a signature over the raw input columns."""
+    from mlflow.models import ModelSignature
+    from mlflow.models.signature import infer_signature
+    from mlflow.types import ColSpec, Schema
+    from mlflow.types.schema import AnyType
+
+    example = run.raw_example
+    # Raw files vary (ints in one file, floats or blanks in the next); SchemaCoercer
+    # parses every column, so the signature names the columns and accepts any type.
+    inputs = Schema([ColSpec(AnyType(), str(c)) for c in example.columns])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the inferred *input* schema is replaced below
+        outputs = infer_signature(example, run.model.predict(example)).outputs
+    run.model_uri = run.logger.log_model(
+        run.model, signature=ModelSignature(inputs=inputs, outputs=outputs), input_example=example
+    )
+    run.model_logged = True
+    if run.model_uri:
+        run.event("progress", stage="log_model", message=f"model logged: {run.model_uri}")
+    return run.model_uri
+
+
+def register_model(
+    run: PipelineRun,
+    name: str,
+    alias: str | None = None,
+    run_id: str | None = None,
+    metric: str | None = None,
+) -> None:
+    from mlpilot.tracking import registry
+
+    with run.stage("register"):
+        client = getattr(run.logger, "client", None)
+        if client is None:
+            raise MlpilotError(
+                "register_model needs MLflow tracking", hint="run without --no-track"
+            )
+        if run_id is None and run.model is not None:
+            if not run.model_logged:
+                log_model(run)
+            source_run, model_uri = run.logger.run_id, run.model_uri
+        else:
+            source_run, model_uri = registry.resolve_source(
+                client, run.logger.experiment_id, run_id, metric or run.main_metric
+            )
+        version = registry.register(
+            client,
+            model_uri=model_uri,
+            name=name,
+            alias=alias,
+            source_run_id=source_run,
+            lineage=_lineage(run),
+        )
+        run.result["registered"] = version
+        run.note(
+            f"registered {name} version {version['version']}" + (f" as @{alias}" if alias else "")
+        )
+
+
+def _lineage(run: PipelineRun) -> dict[str, str]:
+    lineage = {"mlpilot.target": run.target or "", "mlpilot.task": run.task or ""}
+    if run.main_metric and f"test_{run.main_metric}" in run.metrics:
+        lineage["mlpilot.metric"] = run.main_metric
+        lineage["mlpilot.metric_value"] = f"{run.metrics[f'test_{run.main_metric}']:.6g}"
+    return lineage
+
+
+def predict(
+    run: PipelineRun, data_path: str, output_path: str | None = None, model_uri: str | None = None
+) -> None:
+    with run.stage("predict"):
+        frame = read_table(data_path)
+        if model_uri is None and run.model is not None:
+            model, source = run.model, "this run's model"
+        else:
+            from mlpilot.tracking import registry
+
+            client = getattr(run.logger, "client", None)
+            if model_uri is None:
+                if client is None:
+                    raise MlpilotError("predict needs a model_uri when tracking is off")
+                _, model_uri = registry.resolve_source(client, run.logger.experiment_id, None, None)
+            import mlflow.pyfunc
+
+            model, source = mlflow.pyfunc.load_model(model_uri), model_uri
+        predictions = model.predict(frame)
+        out = Path(output_path) if output_path else run.run_dir / "predictions.csv"
+        result = frame.copy()
+        result["prediction"] = (
+            np.asarray(predictions).ravel()
+            if not isinstance(predictions, pd.DataFrame)
+            else predictions.iloc[:, 0].to_numpy()
+        )
+        out.parent.mkdir(parents=True, exist_ok=True)
+        result.to_csv(out, index=False)
+        if out.stat().st_size < 50 * 2**20:
+            run.logger.log_file(out, "predictions")
+        run.result["predictions"] = {"path": str(out), "rows": len(result), "model": source}
+        run.note(f"wrote {len(result)} predictions to {out}")
