@@ -89,7 +89,14 @@ class NullRunLogger:
     def log_file(self, local_path: str | Path, artifact_dir: str | None = None) -> None: ...
     def log_figure(self, figure: Any, artifact_file: str) -> None: ...
     def log_input(
-        self, frame: Any, *, source: str, name: str, targets: str | None = None
+        self,
+        *,
+        name: str,
+        source: str,
+        digest: str,
+        rows: int,
+        columns: list[tuple[str, str]],
+        targets: str | None = None,
     ) -> None: ...
 
     def log_model(
@@ -196,21 +203,43 @@ class MlflowRunLogger:
         self.client.log_figure(self.run_id, figure, artifact_file)
 
     @_unreachable_as_tracking_error
-    def log_input(self, frame: Any, *, source: str, name: str, targets: str | None = None) -> None:
-        import warnings
+    def log_input(
+        self,
+        *,
+        name: str,
+        source: str,
+        digest: str,
+        rows: int,
+        columns: list[tuple[str, str]],
+        targets: str | None = None,
+    ) -> None:
+        """Record the training data set (``mlflow.log_input``) from what the pipeline knows.
 
-        import mlflow.data
-        from mlflow.entities import DatasetInput, InputTag
+        ``columns`` are (name, MLflow type) pairs. Building the entity directly avoids
+        ``mlflow.data.from_pandas``, which infers a schema value by value (seconds on a
+        large frame) and would count only the sample it was given.
+        """
+        from mlflow.entities import Dataset, DatasetInput, InputTag
 
         self.flush()
-        sample = frame if len(frame) <= 100_000 else frame.sample(100_000, random_state=0)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # MLflow's notes on local sources and integer columns
-            dataset = mlflow.data.from_pandas(sample, source=source, name=name, targets=targets)
-        tag = InputTag(key="mlflow.data.context", value="training")
-        self.client.log_inputs(
-            self.run_id, datasets=[DatasetInput(dataset._to_mlflow_entity(), [tag])]
+        schema = {
+            "mlflow_colspec": [
+                {"type": kind, "name": col, "required": True} for col, kind in columns
+            ]
+        }
+        profile = {"num_rows": rows, "num_elements": rows * len(columns)}
+        dataset = Dataset(
+            name=name,
+            digest=digest[:8],
+            source_type="local",
+            source=json.dumps({"uri": source}),
+            schema=json.dumps(schema),
+            profile=json.dumps(profile),
         )
+        tags = [InputTag(key="mlflow.data.context", value="training")]
+        if targets:
+            tags.append(InputTag(key="mlflow.data.targets", value=targets))
+        self.client.log_inputs(self.run_id, datasets=[DatasetInput(dataset, tags)])
 
     @_unreachable_as_tracking_error
     def log_model(

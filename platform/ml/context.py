@@ -16,6 +16,7 @@ import sys
 import time
 import traceback
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
@@ -89,15 +90,17 @@ class PipelineRun:
         seed: int,
         data_path: str | None,
         run_dir: Path,
-        logger: Any,
+        logger: Any = None,
         engine: str = "cpu",
         owns_run: bool = False,
+        pending_logger: Future[tuple[Any, bool]] | None = None,
     ) -> None:
         self.plan = plan
         self.seed = seed
         self.data_path = data_path
         self.run_dir = run_dir
-        self.logger = logger
+        self._logger = logger
+        self._pending_logger = pending_logger
         self.engine = engine
         self.owns_run = owns_run
         self.exit_code = 0
@@ -141,16 +144,42 @@ class PipelineRun:
         run_dir = Path(args.run_dir or os.getcwd()).resolve()
         run_dir.mkdir(parents=True, exist_ok=True)
         engine = args.engine or os.environ.get("MLPILOT_ENGINE_USED", "cpu")
-        logger, owns = _open_logger(args, plan)
+        # Importing MLflow and opening its store takes a second or two: do it while the
+        # first step reads the data (the CSV parser runs without the GIL).
+        opener = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mlflow-open")
+        pending = opener.submit(_open_logger, args, plan)
+        opener.shutdown(wait=False)
         return cls(
             plan=plan,
             seed=args.seed if args.seed is not None else seed,
             data_path=args.data,
             run_dir=run_dir,
-            logger=logger,
             engine=engine,
-            owns_run=owns,
+            pending_logger=pending,
         )
+
+    @property
+    def logger(self) -> Any:
+        """The run's logger; waits for it to open. A failure to open is raised once."""
+        if self._logger is None:
+            pending, self._pending_logger = self._pending_logger, None
+            if pending is None:
+                from mlpilot.tracking.run_logger import NullRunLogger
+
+                self._logger = NullRunLogger()
+            else:
+                try:
+                    self._logger, self.owns_run = pending.result()
+                except BaseException:
+                    from mlpilot.tracking.run_logger import NullRunLogger
+
+                    self._logger = NullRunLogger()  # the error ends the run; nothing more is logged
+                    raise
+        return self._logger
+
+    @logger.setter
+    def logger(self, value: Any) -> None:
+        self._logger, self._pending_logger = value, None
 
     # -- progress ------------------------------------------------------------------------
     def event(self, kind: str, **fields: Any) -> None:
@@ -185,7 +214,12 @@ class PipelineRun:
 
     # -- lifecycle -------------------------------------------------------------------------
     def __enter__(self) -> PipelineRun:
-        self.event("pipeline_start", engine=self.engine, seed=self.seed, run_id=self.logger.run_id)
+        self.event(
+            "pipeline_start",
+            engine=self.engine,
+            seed=self.seed,
+            run_id=os.environ.get("MLFLOW_RUN_ID"),
+        )
         return self
 
     def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> bool:

@@ -19,8 +19,16 @@ from mlpilot.platform.ml.dtypes import (
     parse_numbers,
 )
 from mlpilot.platform.ml.features import plan_cleaning
-from mlpilot.platform.ml.io import duplicate_header_names, read_table
+from mlpilot.platform.ml.io import duplicate_header_names, fingerprint, read_table
 
+#: MLflow column types of the kinds a pipeline uses, for the data set it records
+_MLFLOW_TYPES = {
+    "numeric": "double",
+    "integer": "double",
+    "boolean": "double",
+    "datetime": "datetime",
+    "categorical": "string",
+}
 TEST_SIZE = 0.2
 IMBALANCE_SHARE = 0.2
 
@@ -116,11 +124,15 @@ def load_data(run: PipelineRun, path: str, target: str | None = None, task: str 
             }
         )
         try:
-            head = X.index[:100_000]  # a bounded sample: never a second copy of a large frame
             run.logger.log_input(
-                X.loc[head].assign(**{target: y.loc[head].to_numpy()}),
-                source=path,
                 name=Path(path).name,
+                source=path,
+                digest=fingerprint(Path(path)).split(":", 1)[1],
+                rows=len(X),
+                columns=[
+                    *((s.name, _MLFLOW_TYPES.get(s.kind, "string")) for s in used),
+                    (target, "double" if run.task == "regression" else "string"),
+                ],
                 targets=target,
             )
         except Exception as exc:  # the dataset record is a nicety, never a reason to fail
