@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Annotated
 
 import typer
@@ -177,7 +178,21 @@ app.add_typer(datasets.app, name="datasets")
 
 
 def main() -> None:
-    app()
+    if sys.argv[1:2] != ["run"]:
+        app()
+        return
+    # `mlpilot run` has written and closed every record when the command returns; skip
+    # the third of a second the interpreter spends tearing MLflow and pandas down.
+    try:
+        app()
+        code: int = 0
+    except SystemExit as exc:
+        if isinstance(exc.code, str):
+            print(exc.code, file=sys.stderr)
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    from mlpilot.platform.ml.context import exit_process
+
+    exit_process(code)
 
 
 if __name__ == "__main__":

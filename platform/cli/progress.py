@@ -11,6 +11,7 @@ _STAGE_LABELS = {
     "clean": "cleaning",
     "features": "engineering features",
     "train": "training",
+    "score": "scoring on the test set",
     "tune": "tuning",
     "evaluate": "cross-validating",
     "importance": "feature importance",

@@ -148,7 +148,7 @@ def render_pipeline(
     return source
 
 
-_FRAME_CALLS = {"PipelineRun.from_argv", "sys.exit", "main"}
+_FRAME_CALLS = {"PipelineRun.from_argv", "exit_process", "main"}
 
 
 def verify_script(source: str, allowed_calls: set[str]) -> None:

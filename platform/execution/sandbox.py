@@ -189,7 +189,8 @@ def run_child(
                 break
             if poll:
                 poll()
-            time.sleep(0.2)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=0.2)  # returns as soon as the child exits
     except KeyboardInterrupt:
         result.cancelled = True
         _kill_group(proc)

@@ -9,6 +9,7 @@ passes in ``MLFLOW_RUN_ID``, a new one when the script runs on its own, or none 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import resource
@@ -20,7 +21,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from mlpilot.platform.errors import MlpilotError
 
@@ -50,6 +51,25 @@ def free_gpu_memory() -> None:
         cupy.get_default_pinned_memory_pool().free_all_blocks()
     except Exception:  # no CuPy, or no device: nothing cached to free
         pass
+
+
+def exit_process(code: int) -> NoReturn:
+    """End the process with ``code`` after the exit handlers, skipping interpreter teardown.
+
+    Tearing down pandas, scikit-learn and MLflow module by module takes about a third of
+    a second and saves nothing. The ``atexit`` handlers still run: MLflow flushes its
+    asynchronous trace export there.
+    """
+    import atexit
+    import logging
+
+    with contextlib.suppress(Exception):
+        atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    logging.shutdown()
+    os._exit(code)
 
 
 def parse_args(argv: list[str] | None, default_data: str | None) -> argparse.Namespace:
@@ -120,6 +140,7 @@ class PipelineRun:
         self.classes: Any = None
         self.train_index: Any = None
         self.test_index: Any = None
+        self.split_cache: dict[str, Any] = {}
         self.raw_example: Any = None
         self.cleaning: Any = None
         self.features: Any = None

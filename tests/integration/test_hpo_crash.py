@@ -56,20 +56,25 @@ def _beating(study: Any, trial: Any) -> bool:
     return row is not None
 
 
-def _kill_mid_trial(proc: subprocess.Popen, storage: str) -> int:
-    """SIGKILL the worker while one of its trials is RUNNING; that trial's number."""
+def _kill_mid_trial(start_worker: Any, storage: str) -> tuple[subprocess.Popen, int]:
+    """SIGKILL a worker while one of its trials is RUNNING: the process and that trial's number.
+
+    The kill comes straight after a read that saw the trial running (freezing the worker
+    first could freeze it inside a sqlite write, locking every reader out). A trial that
+    finished in between is seen as such once the process is dead; then a new worker starts.
+    """
     study = load_study("crash", storage)  # one storage object: it re-reads on every call
     deadline = time.monotonic() + 180
+    proc = start_worker()
     while time.monotonic() < deadline:
         assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
-        if _running_trial(study, proc.pid) is not None:
-            os.kill(proc.pid, signal.SIGSTOP)  # freeze it, then make sure the trial still runs
-            trial = _running_trial(study, proc.pid)
-            if trial is not None:
-                os.kill(proc.pid, signal.SIGKILL)
-                proc.wait(timeout=30)
-                return trial.number
-            os.kill(proc.pid, signal.SIGCONT)
+        seen = _running_trial(study, proc.pid)
+        if seen is not None:
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=30)
+            if study.trials[seen.number].state.name == "RUNNING":
+                return proc, seen.number
+            proc = start_worker()
         time.sleep(0.1)
     raise AssertionError("the worker never ran a trial")
 
@@ -84,13 +89,16 @@ def test_a_killed_workers_trial_ends_fail(kind: str, home: Path, sales_csv: Path
         home.mkdir(parents=True, exist_ok=True)
         storage = f"sqlite:///{home / 'optuna.db'}"
     _start_rf_study(home, sales_csv, storage)
-    proc = subprocess.Popen(
-        [MLPILOT, "worker", "--study", "crash", "--storage", storage, "--trials", "50"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    killed = _kill_mid_trial(proc, storage)
+
+    def start_worker() -> subprocess.Popen:
+        return subprocess.Popen(
+            [MLPILOT, "worker", "--study", "crash", "--storage", storage, "--trials", "50"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+
+    proc, killed = _kill_mid_trial(start_worker, storage)
     assert load_study("crash", storage).trials[killed].state.name == "RUNNING"
 
     if kind == "sqlite":

@@ -160,6 +160,7 @@ def _detached(run: PipelineRun) -> PipelineRun:
     light = copy.copy(run)
     light.logger = NullRunLogger()
     light.X = None  # the objective keeps the training rows itself
+    light.split_cache = {}
     light.raw_example = None
     light.model = None
     light.notes, light.result, light.metrics = [], {}, {}

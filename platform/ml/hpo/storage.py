@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 HEARTBEAT_INTERVAL_S = 10
 #: a trial whose heartbeat is older than this is failed (3 missed beats)
 GRACE_PERIOD_S = 30
+SQLITE_BUSY_TIMEOUT_S = 60
 OWNER_ATTR = "mlpilot.worker"
 FAIL_REASON_ATTR = "mlpilot.fail_reason"
 
@@ -50,12 +51,21 @@ def open_storage(
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
             return optuna.storages.RDBStorage(
                 url_or_path,
+                engine_kwargs=_engine_kwargs(url_or_path),
                 heartbeat_interval=heartbeat_interval,
                 grace_period=grace_period or GRACE_PERIOD_S,
             )
     path = Path(url_or_path).expanduser()
     path.parent.mkdir(parents=True, exist_ok=True)
     return optuna.storages.JournalStorage(JournalFileBackend(str(path)))
+
+
+def _engine_kwargs(url: str) -> dict[str, Any] | None:
+    # several local workers share one sqlite file: wait for a writer rather than fail
+    # with "database is locked" after sqlite3's default five seconds
+    if url.startswith("sqlite"):
+        return {"connect_args": {"timeout": SQLITE_BUSY_TIMEOUT_S}}
+    return None
 
 
 def redact(url_or_path: str) -> str:

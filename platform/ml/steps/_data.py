@@ -236,11 +236,24 @@ def _split(run: PipelineRun) -> None:
 
 
 def _train(run: PipelineRun) -> tuple[pd.DataFrame, pd.Series]:
-    return run.X.loc[run.train_index], run.y.loc[run.train_index]
+    return _rows(run, "train", run.train_index)
 
 
 def _test(run: PipelineRun) -> tuple[pd.DataFrame, pd.Series]:
-    return run.X.loc[run.test_index], run.y.loc[run.test_index]
+    return _rows(run, "test", run.test_index)
+
+
+def _rows(run: PipelineRun, part: str, index: pd.Index) -> tuple[pd.DataFrame, pd.Series]:
+    # Several steps read the same split; a million-row copy costs a tenth of a second each
+    # time. The cache holds the objects it was made from, so any reassignment of X, y or
+    # the split (cleaning, adapters) is a miss. Callers never modify the frames they get.
+    key = (run.X, run.y, index)
+    cached = run.split_cache.get(part)
+    if cached is not None and all(a is b for a, b in zip(cached[0], key, strict=True)):
+        return cached[1]
+    frames = (run.X.loc[index], run.y.loc[index])
+    run.split_cache[part] = (key, frames)
+    return frames
 
 
 def _require_data(run: PipelineRun, step: str) -> None:

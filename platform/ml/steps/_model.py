@@ -142,10 +142,11 @@ def set_model(run: PipelineRun, pipeline: Any, family: str, params: dict[str, An
 
 
 def score_on_test(run: PipelineRun) -> dict[str, float]:
-    X_test, y_test = _test(run)
-    y_pred = run.model.predict(X_test)
-    y_score = _scores(run.model, X_test) if run.task == "classification" else None
-    test = M.scores(run.task, y_test, y_pred, y_score, run.classes)
+    with run.stage("score"):
+        X_test, y_test = _test(run)
+        y_pred = run.model.predict(X_test)
+        y_score = _scores(run.model, X_test) if run.task == "classification" else None
+        test = M.scores(run.task, y_test, y_pred, y_score, run.classes)
     run.log_metrics({f"test_{k}": v for k, v in test.items()})
     run.result["test_predictions"] = {"n": len(y_test)}
     return test

@@ -21,6 +21,10 @@ def log_model(run: PipelineRun) -> str | None:
     from mlflow.types import ColSpec, Schema
     from mlflow.types.schema import AnyType
 
+    from mlpilot.tracking.run_logger import NullRunLogger
+
+    if isinstance(run.logger, NullRunLogger):  # --no-track: nothing to log it to
+        return None
     example = run.raw_example
     # Raw files vary (ints in one file, floats or blanks in the next); SchemaCoercer
     # parses every column, so the signature names the columns and accepts any type.
