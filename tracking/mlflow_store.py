@@ -135,6 +135,12 @@ def _initialise_sqlite(uri: str, artifact_root: str) -> None:
 
 def make_client(settings: Settings) -> MlflowClient:
     """An ``MlflowClient`` for the configured store; creates the embedded store's folders."""
+    import logging
+
+    from mlflow import MlflowClient
+
+    # after MLflow's import, which configures its loggers: no "creating tables" chatter
+    logging.getLogger("mlflow").setLevel(logging.WARNING)
     configure_http_timeouts()
     check_reachable(settings.tracking_uri)
     if settings.tracking_uri.startswith("sqlite:///"):
@@ -146,11 +152,6 @@ def make_client(settings: Settings) -> MlflowClient:
                 settings.artifact_root or (path.parent / "artifacts").as_uri(),
             )
         use_wal(path)
-    import logging
-
-    from mlflow import MlflowClient
-
-    logging.getLogger("mlflow").setLevel(logging.WARNING)  # no "creating tables" chatter on the CLI
     return MlflowClient(tracking_uri=settings.tracking_uri, registry_uri=settings.tracking_uri)
 
 
