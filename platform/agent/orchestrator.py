@@ -220,14 +220,20 @@ class Orchestrator:
         outcome = RunOutcome(
             status="FAILED", session_id=session.id, experiment=experiment, error=error
         )
+        # an LLM planner that gave up leaves its conversation on the error: keep it, it
+        # is what explains the failure
+        transcript = getattr(exc, "transcript", None)
+        planner = str(transcript.get("planner", "none")) if transcript else "none"
         try:
             client, experiment_id = self._open_tracking(experiment)
             logger = self._create_parent(
-                client, experiment_id, session, request, "none", None, None
+                client, experiment_id, session, request, planner, None, None
             )
         except MlpilotError:
             raise exc from None  # tracking is down too: the input error is the one to report
         logger.log_text(request.prompt, "prompt.txt")
+        if transcript:
+            logger.log_dict(transcript, "llm/transcript.json")
         logger.set_tags({"mlpilot.state": "FAILED", "mlpilot.error": error["message"][:500]})
         logger.end("FAILED")
         events.append(new_event("FAILED", error["message"]))
@@ -237,7 +243,7 @@ class Orchestrator:
                 "session_id": session.id,
                 "experiment": experiment,
                 "prompt": request.prompt,
-                "planner": None,
+                "planner": None if planner == "none" else planner,
                 "plan": None,
                 "status": "FAILED",
                 "error": error,

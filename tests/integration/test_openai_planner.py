@@ -252,6 +252,31 @@ def test_repeated_invalid_plans_end_in_one_cli_line(
     assert "MLPILOT_LLM=offline" in lines[0] and stub.remaining == 0
 
 
+def test_a_run_the_llm_cannot_plan_fails_with_its_transcript(
+    stub: LLMStub, data: dict[str, Path], cli_home: Path, tmp_path: Path
+) -> None:
+    from mlflow import MlflowClient
+
+    bad = tool_calls(("load_data", {"target": "revenu"}), ("train_model", {"model": "linear"}))
+    stub.script(bad, text("done"), bad, text("done"), bad, text("done"))
+    done = run_cli(
+        "run", "fit a linear model", "--data", str(data["sales"]), "--experiment",
+        "llm-failures", "--json", env=_env(stub, cli_home), cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 1
+    outcome = json.loads(done.stdout)
+    assert outcome["status"] == "FAILED" and outcome["error"]["stage"] == "PLANNING"
+    assert "revenu" in outcome["error"]["message"]
+    client = MlflowClient(f"sqlite:///{cli_home / 'mlflow.db'}")
+    run = client.get_run(outcome["run_id"])
+    assert run.info.status == "FAILED"
+    assert run.data.tags["mlpilot.planner"] == f"openai:{MODEL}"
+    path = client.download_artifacts(run.info.run_id, "llm/transcript.json", str(tmp_path))
+    transcript = json.loads(Path(path).read_text(encoding="utf-8"))
+    assert transcript["repairs"] == 2 and transcript["final_plan"] is None
+    assert KEY not in Path(path).read_text(encoding="utf-8")
+
+
 # -- (d) rate limits and server errors --------------------------------------------------------
 def test_rate_limit_with_retry_after_is_retried(
     stub: LLMStub, profile: DataProfile, tmp_path: Path

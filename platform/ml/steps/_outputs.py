@@ -16,15 +16,15 @@ from mlpilot.platform.ml.io import read_table
 # -- model logging, registry and prediction ---------------------------------------------------------------
 def log_model(run: PipelineRun) -> str | None:
     """Log the whole Pipeline with a signature over the raw input columns."""
+    from mlpilot.tracking.run_logger import NullRunLogger
+
+    if isinstance(run.logger, NullRunLogger):  # --no-track: nothing to log it to
+        return None
     from mlflow.models import ModelSignature
     from mlflow.models.signature import infer_signature
     from mlflow.types import ColSpec, Schema
     from mlflow.types.schema import AnyType
 
-    from mlpilot.tracking.run_logger import NullRunLogger
-
-    if isinstance(run.logger, NullRunLogger):  # --no-track: nothing to log it to
-        return None
     example = run.raw_example
     # Raw files vary (ints in one file, floats or blanks in the next); SchemaCoercer
     # parses every column, so the signature names the columns and accepts any type.
