@@ -251,7 +251,11 @@ class MlflowRunLogger:
         import mlflow
         import mlflow.sklearn
 
+        from mlpilot.platform.config import get_settings
+        from mlpilot.tracking.packages import seed_mlflow
+
         self.flush()
+        seed_mlflow(get_settings().home)  # saves MLflow a scan of every installed package
         # cloudpickle is deliberate: the Pipeline holds mlpilot's own transformers
         logging.getLogger("mlflow.sklearn").setLevel(logging.ERROR)
         # log_model resolves the run through the process-wide URI: point it at our store

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 import threading
@@ -157,6 +158,7 @@ class Executor:
         if data_path:
             env["MLPILOT_DATA"] = data_path
         tail = EventTail(run_dir / "events.jsonl", on_event)
+        _refresh_package_map(self.settings.home)
         child = run_child(
             command,
             cwd=run_dir,
@@ -173,3 +175,18 @@ class Executor:
             except json.JSONDecodeError:
                 result = None
         return LegResult(engine, child, result, run_dir)
+
+
+def _refresh_package_map(home: Path) -> None:
+    """Cache the module → distribution map for the pipelines' model logging, once per
+    environment, on a thread while the child runs (see ``mlpilot.tracking.packages``)."""
+    from mlpilot.tracking.packages import load, refresh
+
+    if load(home) is not None:
+        return
+
+    def build() -> None:
+        with contextlib.suppress(Exception):  # a cache, never a reason to fail a run
+            refresh(home)
+
+    threading.Thread(target=build, name="package-map", daemon=True).start()
