@@ -22,12 +22,11 @@ from mlpilot.platform.ml.hpo.session import (
     make_sampler,
     quiet_optuna,
     remaining,
-    run_local,
-    run_on_dask,
+    run_trials,
 )
 from mlpilot.platform.ml.hpo.spaces import FAMILY_PARAM, model_params
 from mlpilot.platform.ml.hpo.spec import default_study_name, spec_from_run
-from mlpilot.platform.ml.hpo.storage import is_rdb, open_storage, redact
+from mlpilot.platform.ml.hpo.storage import open_storage, redact
 from mlpilot.platform.ml.hpo.trial_log import TrialLogger
 
 if TYPE_CHECKING:
@@ -110,21 +109,16 @@ def optimize(
         emit=lambda fields: run.event("trial", **fields),
     )
     try:
-        if dask_client is None:
-            session = run_local(
-                study, objective, monitor, n_trials=remaining(study, trials), timeout_s=timeout_s
-            )
-        else:
-            session = run_on_dask(
-                study,
-                objective,
-                monitor,
-                client=dask_client,
-                # DaskStorage rebuilds an RDB storage from its URL; a journal travels as is
-                storage=storage_url if is_rdb(storage_url) else backend,
-                n_trials=remaining(study, trials),
-                timeout_s=timeout_s,
-            )
+        session = run_trials(
+            study,
+            objective,
+            monitor,
+            n_trials=remaining(study, trials),
+            timeout_s=timeout_s,
+            storage_url=storage_url,
+            backend=backend,
+            dask_client=dask_client,
+        )
     finally:
         if logger is not None:
             logger.close()

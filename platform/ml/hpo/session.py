@@ -1,6 +1,7 @@
 """One process's share of a study: open it, clean up after dead workers, run trials.
 
-Trials run here (``run_local``) or on a Dask cluster (``run_on_dask``); either way every
+Trials run here (``run_local``) or on a Dask cluster (``run_on_dask``), as ``run_trials``
+chooses; either way every
 trial goes through the same objective and the same ``StudyMonitor`` rules, and the study's
 budget is shared by everyone working on it.
 """
@@ -69,6 +70,35 @@ def remaining(study: optuna.Study, budget: int | None) -> int | None:
         return None
     used = sum(t.state.name != "WAITING" for t in study.get_trials(deepcopy=False))
     return max(0, budget - used)
+
+
+def run_trials(
+    study: optuna.Study,
+    objective: Any,
+    monitor: StudyMonitor,
+    *,
+    n_trials: int | None,
+    timeout_s: float | None,
+    storage_url: str,
+    backend: Any,
+    dask_client: Any = None,
+) -> SessionResult:
+    """Run trials here, or on the Dask cluster of ``dask_client`` when one is given
+    (``backend``: the storage opened from ``storage_url``)."""
+    if dask_client is None:
+        return run_local(study, objective, monitor, n_trials=n_trials, timeout_s=timeout_s)
+    from mlpilot.platform.ml.hpo.storage import is_rdb
+
+    return run_on_dask(
+        study,
+        objective,
+        monitor,
+        client=dask_client,
+        # DaskStorage rebuilds an RDB storage from its URL; a journal travels as is
+        storage=storage_url if is_rdb(storage_url) else backend,
+        n_trials=n_trials,
+        timeout_s=timeout_s,
+    )
 
 
 def run_local(

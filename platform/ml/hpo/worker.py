@@ -27,11 +27,10 @@ from mlpilot.platform.ml.hpo.session import (
     make_sampler,
     quiet_optuna,
     remaining,
-    run_local,
-    run_on_dask,
+    run_trials,
 )
 from mlpilot.platform.ml.hpo.spec import StudySpec, rebuild_run
-from mlpilot.platform.ml.hpo.storage import is_rdb, open_storage, redact
+from mlpilot.platform.ml.hpo.storage import open_storage, redact
 from mlpilot.platform.ml.hpo.trial_log import TrialLogger
 
 
@@ -134,22 +133,21 @@ def run_worker(
     )
     n_trials = trials if trials is not None else remaining(study, budget)
     try:
-        if dask:
-            client = _dask_client(dask)
-            try:
-                session = run_on_dask(
-                    study,
-                    objective,
-                    monitor,
-                    client=client,
-                    storage=storage_url if is_rdb(storage_url) else backend,
-                    n_trials=n_trials,
-                    timeout_s=timeout_s,
-                )
-            finally:
+        client = _dask_client(dask) if dask else None
+        try:
+            session = run_trials(
+                study,
+                objective,
+                monitor,
+                n_trials=n_trials,
+                timeout_s=timeout_s,
+                storage_url=storage_url,
+                backend=backend,
+                dask_client=client,
+            )
+        finally:
+            if client is not None:
                 _close_dask(client)
-        else:
-            session = run_local(study, objective, monitor, n_trials=n_trials, timeout_s=timeout_s)
     finally:
         if logger is not None:
             logger.close()
