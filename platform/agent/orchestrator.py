@@ -185,6 +185,7 @@ class Orchestrator:
         planner: str,
         plan: Plan | None,
         fingerprint: str | None,
+        state: str = "RECEIVED",
     ) -> Any:
         from mlpilot.tracking import mlflow_store as ms
         from mlpilot.tracking.run_logger import MlflowRunLogger
@@ -196,7 +197,7 @@ class Orchestrator:
             ms.TAG_PLANNER: planner,
             ms.TAG_TEMPLATE: plan.template if plan else "none",
             ms.TAG_VERSION: ms.mlpilot_version(),
-            ms.TAG_STATE: "RECEIVED",
+            ms.TAG_STATE: state,
         }
         if fingerprint:
             tags[ms.TAG_FINGERPRINT] = fingerprint
@@ -277,19 +278,36 @@ class Orchestrator:
         from mlpilot.tracking.metadata import new_event, utcnow
 
         plan: Plan = result.plan
-        client, experiment_id = self._open_tracking(experiment)
-        logger = self._create_parent(
-            client,
-            experiment_id,
-            session,
-            request,
-            result.planner,
-            plan,
-            profile.fingerprint if profile else None,
-        )
+        # Start the pipeline before the MLflow run exists: it reads the data while MLflow
+        # opens here. Anything that stops it from starting takes the slow path below,
+        # which meets the same problem after the run exists and records it there.
+        early = self._start_early(plan, registry, request, profile)
+        try:
+            client, experiment_id = self._open_tracking(experiment)
+            logger = self._create_parent(
+                client,
+                experiment_id,
+                session,
+                request,
+                result.planner,
+                plan,
+                profile.fingerprint if profile else None,
+                state="RUNNING" if early else "PLANNING",
+            )
+        except BaseException:
+            if early:
+                early.leg.abandon()
+            raise
         run_id = logger.run_id
-        run_dir = self.settings.runs_dir / run_id
-        run_dir.mkdir(parents=True, exist_ok=True)
+        if early:
+            early.leg.hand_over_run(run_id)
+            run_dir = _link_run_dir(early.leg.run_dir, run_id)
+            events.extend(early.events)
+            for event in early.events:
+                self.progress.state(event["state"], event.get("message", ""))
+        else:
+            run_dir = self.settings.runs_dir / run_id
+            run_dir.mkdir(parents=True, exist_ok=True)
         outcome = RunOutcome(
             status="RUNNING",
             session_id=session.id,
@@ -311,23 +329,22 @@ class Orchestrator:
                 "cols": len(profile.columns),
                 "schema": [{"name": c.name, "kind": c.kind} for c in profile.columns],
             }
-        store.create_run(
-            run_id,
-            {
-                "session_id": session.id,
-                "experiment": experiment,
-                "experiment_id": experiment_id,
-                "prompt": request.prompt,
-                "planner": result.planner,
-                "plan": plan.to_dict(),
-                "status": "PLANNING",
-                "dataset": dataset,
-                "run_dir": str(run_dir),
-                "created_at": events[0]["at"],
-            },
-            events,
-        )
-        state = "PLANNING"
+        state = "RUNNING" if early else "PLANNING"
+        document: dict[str, Any] = {
+            "session_id": session.id,
+            "experiment": experiment,
+            "experiment_id": experiment_id,
+            "prompt": request.prompt,
+            "planner": result.planner,
+            "plan": plan.to_dict(),
+            "status": state,
+            "dataset": dataset,
+            "run_dir": str(run_dir),
+            "created_at": events[0]["at"],
+        }
+        if early:
+            document["engine"] = early.choice.to_dict()
+        store.create_run(run_id, document, events)
 
         def transition(new_state: str, message: str = "", **fields: Any) -> None:
             nonlocal state
@@ -339,33 +356,24 @@ class Orchestrator:
             self.progress.state(new_state, message)
 
         try:
-            logger.log_text(request.prompt, "prompt.txt")
-            logger.log_dict(plan.to_dict(), "plan.json")
-            if profile is not None:
-                logger.log_dict(profile.to_dict(), "data/profile.json")
-            if result.transcript:
-                logger.log_dict(result.transcript, "llm/transcript.json")
-            transition("VALIDATING", "checking the plan against the tools and the data")
-            from mlpilot.platform.plan import validate_plan
-
-            validated = validate_plan(plan, registry, profile, check_files=True)
-            outcome.notes.extend(n for n in validated.notes if n not in outcome.notes)
-            engine_requested = self._engine_request(request, plan)
-            transition("GENERATING", "rendering pipeline.py from templates")
-            script = self._generate(plan, registry, request, profile, run_dir)
-            outcome.pipeline_path = str(script)
-            logger.log_file(script)
-            leg = self._run(
-                run_id,
-                run_dir,
-                script,
-                engine_requested,
-                profile,
-                logger,
-                store,
-                transition,
-                outcome,
-            )
+            if early:
+                leg = self._finish_early(
+                    early, run_id, run_dir, request, plan, profile, result, logger, store, outcome
+                )
+            else:
+                leg = self._validate_and_run(
+                    run_id,
+                    run_dir,
+                    request,
+                    plan,
+                    profile,
+                    result,
+                    registry,
+                    logger,
+                    store,
+                    transition,
+                    outcome,
+                )
             transition("RECORDING", "recording results")
             record_result(leg, logger, store, outcome, run_id)
             if not leg.ok:
@@ -401,6 +409,113 @@ class Orchestrator:
         remember_outcome(session, outcome, profile, plan, store)
         store.flush()
         return outcome
+
+    def _log_request(
+        self, logger: Any, request: RunRequest, plan: Plan, profile: Any, result: Any
+    ) -> None:
+        logger.log_text(request.prompt, "prompt.txt")
+        logger.log_dict(plan.to_dict(), "plan.json")
+        if profile is not None:
+            logger.log_dict(profile.to_dict(), "data/profile.json")
+        if result.transcript:
+            logger.log_dict(result.transcript, "llm/transcript.json")
+
+    def _validate_and_run(
+        self,
+        run_id: str,
+        run_dir: Path,
+        request: RunRequest,
+        plan: Plan,
+        profile: Any,
+        result: Any,
+        registry: Any,
+        logger: Any,
+        store: Any,
+        transition: Any,
+        outcome: RunOutcome,
+    ) -> Any:
+        """The path after the run exists: every failure is recorded at its own stage."""
+        self._log_request(logger, request, plan, profile, result)
+        transition("VALIDATING", "checking the plan against the tools and the data")
+        from mlpilot.platform.plan import validate_plan
+
+        validated = validate_plan(plan, registry, profile, check_files=True)
+        outcome.notes.extend(n for n in validated.notes if n not in outcome.notes)
+        engine_requested = self._engine_request(request, plan)
+        transition("GENERATING", "rendering pipeline.py from templates")
+        script = self._generate(plan, registry, request, profile, run_dir)
+        outcome.pipeline_path = str(script)
+        logger.log_file(script)
+        return self._run(
+            run_id,
+            run_dir,
+            script,
+            engine_requested,
+            profile,
+            logger,
+            store,
+            transition,
+            outcome,
+        )
+
+    def _start_early(
+        self, plan: Plan, registry: Any, request: RunRequest, profile: Any
+    ) -> EarlyStart | None:
+        """Validate, render and start a one-engine pipeline before its run exists, or None."""
+        from mlpilot.platform.execution import Executor, resolve_engine
+        from mlpilot.platform.plan import validate_plan
+        from mlpilot.tracking.metadata import new_event
+
+        try:
+            validated = validate_plan(plan, registry, profile, check_files=True)
+            choice = resolve_engine(self._engine_request(request, plan))
+            if choice.used == "compare":
+                return None
+            events = [
+                new_event("VALIDATING", "checking the plan against the tools and the data"),
+                new_event("GENERATING", "rendering pipeline.py from templates"),
+            ]
+            run_dir = _new_run_dir(self.settings.runs_dir)
+            script = self._generate(plan, registry, request, profile, run_dir)
+        except MlpilotError:
+            return None
+        leg = Executor(self.settings).start_leg(
+            script=script,
+            run_dir=run_dir,
+            engine=choice.used,
+            data_path=profile.path if profile else None,
+            mlflow_run_id=None,
+        )
+        events.append(new_event("RUNNING", f"engine {choice.used} ({choice.reason})"))
+        return EarlyStart(leg, choice, script, list(validated.notes), events)
+
+    def _finish_early(
+        self,
+        early: EarlyStart,
+        run_id: str,
+        run_dir: Path,
+        request: RunRequest,
+        plan: Plan,
+        profile: Any,
+        result: Any,
+        logger: Any,
+        store: Any,
+        outcome: RunOutcome,
+    ) -> Any:
+        from mlpilot.tracking.mlflow_store import engine_tags
+
+        try:
+            outcome.notes.extend(n for n in early.notes if n not in outcome.notes)
+            outcome.engine = early.choice.to_dict()
+            outcome.pipeline_path = str(run_dir / early.script.name)
+            self._log_request(logger, request, plan, profile, result)
+            logger.log_file(early.script)
+            choice = early.choice
+            logger.set_tags(engine_tags(choice.requested, choice.used, choice.reason))
+        except BaseException:
+            early.leg.abandon()
+            raise
+        return early.leg.finish(on_event=self._event_handler(run_id, store))
 
     def _engine_request(self, request: RunRequest, plan: Plan) -> str:
         if request.engine:
@@ -493,6 +608,38 @@ class Orchestrator:
                 )
 
         return handle
+
+
+@dataclass
+class EarlyStart:
+    """A pipeline started before its MLflow run, and what its start decided."""
+
+    leg: Any
+    choice: Any
+    script: Path
+    notes: list[str]
+    events: list[dict[str, Any]]
+
+
+def _new_run_dir(runs_dir: Path) -> Path:
+    """A run folder for a pipeline whose MLflow run does not exist yet."""
+    import secrets
+    from datetime import datetime
+
+    name = f"{datetime.now():%Y%m%d-%H%M%S}-{secrets.token_hex(3)}"
+    path = runs_dir / name
+    path.mkdir(parents=True)
+    return path
+
+
+def _link_run_dir(real: Path, run_id: str) -> Path:
+    """``runs/<run id>`` for a folder created before the run: a link to it where links work."""
+    link = real.parent / run_id
+    try:
+        link.symlink_to(real.name, target_is_directory=True)
+    except OSError:
+        return real
+    return link
 
 
 def _describe_event(event: dict[str, Any]) -> str:

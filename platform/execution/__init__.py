@@ -20,15 +20,23 @@ from mlpilot.platform.execution.engines import (
     gpu_libraries_status,
     resolve_engine,
 )
-from mlpilot.platform.execution.sandbox import ChildResult, Limits, run_child, scrubbed_env
+from mlpilot.platform.execution.sandbox import (
+    ChildResult,
+    ContainedChild,
+    Limits,
+    scrubbed_env,
+    start_child,
+)
 
 __all__ = [
+    "RUN_ID_FILE",
     "ChildResult",
     "EngineChoice",
     "Executor",
     "GpuStatus",
     "LegResult",
     "Limits",
+    "StartedLeg",
     "cuda_device_status",
     "engine_command",
     "gpu_libraries_status",
@@ -37,6 +45,8 @@ __all__ = [
 ]
 
 EventHandler = Callable[[dict[str, Any]], None]
+#: where a pipeline started before its MLflow run exists reads the run id (DESIGN §2 RUNNING)
+RUN_ID_FILE = "mlflow_run_id"
 
 
 @dataclass
@@ -147,34 +157,81 @@ class Executor:
         on_event: EventHandler | None = None,
         cancel: threading.Event | None = None,
     ) -> LegResult:
+        leg = self.start_leg(
+            script=script,
+            run_dir=run_dir,
+            engine=engine,
+            data_path=data_path,
+            mlflow_run_id=mlflow_run_id,
+        )
+        return leg.finish(on_event=on_event, cancel=cancel)
+
+    def start_leg(
+        self,
+        *,
+        script: Path,
+        run_dir: Path,
+        engine: str,
+        data_path: str | None,
+        mlflow_run_id: str | None,
+    ) -> StartedLeg:
+        """Start one leg and return at once.
+
+        Without ``mlflow_run_id`` the pipeline starts before its MLflow run exists: it
+        reads data while the parent creates the run, and waits for ``hand_over_run`` only
+        when it first logs.
+        """
         run_dir.mkdir(parents=True, exist_ok=True)
-        for stale in ("events.jsonl", "result.json"):
+        for stale in ("events.jsonl", "result.json", RUN_ID_FILE):
             (run_dir / stale).unlink(missing_ok=True)
         # Options travel in the environment, not argv: `python -m cuml.accel` parses the
         # arguments after the script itself in some releases.
         command = engine_command(engine, str(script), [], python=self.python)
         env = self.child_env(run_id=mlflow_run_id, engine=engine)
         env["MLPILOT_RUN_DIR"] = str(run_dir)
+        if not mlflow_run_id:
+            env["MLPILOT_RUN_ID_FILE"] = str(run_dir / RUN_ID_FILE)
         if data_path:
             env["MLPILOT_DATA"] = data_path
-        tail = EventTail(run_dir / "events.jsonl", on_event)
+        child = start_child(command, cwd=run_dir, env=env, limits=self.limits)
         _refresh_package_map(self.settings.home)
-        child = run_child(
-            command,
-            cwd=run_dir,
-            env=env,
-            limits=self.limits,
-            poll=tail,
-            cancel=cancel,
-        )
-        result_path = run_dir / "result.json"
+        return StartedLeg(engine, run_dir, child)
+
+
+class StartedLeg:
+    """A leg whose child process runs: hand it its MLflow run, then wait for its result."""
+
+    def __init__(self, engine: str, run_dir: Path, child: ContainedChild) -> None:
+        self.engine, self.run_dir, self.child = engine, run_dir, child
+
+    def hand_over_run(self, run_id: str) -> None:
+        """Tell a pipeline started without a run which MLflow run to log to."""
+        path = self.run_dir / RUN_ID_FILE
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(run_id, encoding="utf-8")
+        tmp.replace(path)  # the child never sees half a run id
+
+    def abandon(self) -> None:
+        """The run could not be created: stop the child and everything it started, and
+        remove its folder (no run refers to it)."""
+        import shutil
+
+        self.child.kill()
+        shutil.rmtree(self.run_dir, ignore_errors=True)
+
+    def finish(
+        self, *, on_event: EventHandler | None = None, cancel: threading.Event | None = None
+    ) -> LegResult:
+        tail = EventTail(self.run_dir / "events.jsonl", on_event)
+        child = self.child.wait(poll=tail, cancel=cancel)
+        result_path = self.run_dir / "result.json"
         result = None
         if result_path.exists():
             try:
                 result = json.loads(result_path.read_text(encoding="utf-8"))
             except json.JSONDecodeError:
                 result = None
-        return LegResult(engine, child, result, run_dir)
+        return LegResult(self.engine, child, result, self.run_dir)
 
 
 def _refresh_package_map(home: Path) -> None:

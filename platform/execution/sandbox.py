@@ -149,6 +149,19 @@ def run_child(
     log_prefix: str = "",
 ) -> ChildResult:
     """Run ``command`` contained; call ``poll`` about every 0.2 s while it runs."""
+    child = start_child(command, cwd=cwd, env=env, limits=limits, log_prefix=log_prefix)
+    return child.wait(poll=poll, cancel=cancel)
+
+
+def start_child(
+    command: list[str],
+    *,
+    cwd: Path,
+    env: Mapping[str, str],
+    limits: Limits,
+    log_prefix: str = "",
+) -> ContainedChild:
+    """Start ``command`` contained and return at once; ``wait`` (or ``kill``) ends it."""
     cwd.mkdir(parents=True, exist_ok=True)
     stdout_path, stderr_path = cwd / f"{log_prefix}stdout.txt", cwd / f"{log_prefix}stderr.txt"
     start = time.monotonic()
@@ -163,47 +176,83 @@ def run_child(
         preexec_fn=_limit_child(limits),
     )
     cap = int(limits.output_mb * 1024 * 1024)
-    truncated: list[str] = []
+    result = ChildResult(None, 0.0, stdout_path=stdout_path, stderr_path=stderr_path)
     readers = [
         threading.Thread(
-            target=_drain, args=(proc.stdout, stdout_path, cap, truncated, "stdout"), daemon=True
+            target=_drain,
+            args=(proc.stdout, stdout_path, cap, result.truncated, "stdout"),
+            daemon=True,
         ),
         threading.Thread(
-            target=_drain, args=(proc.stderr, stderr_path, cap, truncated, "stderr"), daemon=True
+            target=_drain,
+            args=(proc.stderr, stderr_path, cap, result.truncated, "stderr"),
+            daemon=True,
         ),
     ]
     for reader in readers:
         reader.start()
-    result = ChildResult(
-        None, 0.0, stdout_path=stdout_path, stderr_path=stderr_path, truncated=truncated
-    )
-    try:
-        while proc.poll() is None:
-            if time.monotonic() - start > limits.timeout_s:
-                result.timed_out = True
-                _kill_group(proc)
-                break
-            if cancel is not None and cancel.is_set():
-                result.cancelled = True
-                _kill_group(proc)
-                break
-            if poll:
-                poll()
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                proc.wait(timeout=0.2)  # returns as soon as the child exits
-    except KeyboardInterrupt:
-        result.cancelled = True
-        _kill_group(proc)
-    proc.wait()
-    for reader in readers:
-        reader.join(timeout=5)
-    if poll:
-        poll()
-    result.returncode = proc.returncode
-    result.duration_s = time.monotonic() - start
-    if proc.returncode is not None and proc.returncode < 0:
-        result.signal_name = signal.Signals(-proc.returncode).name
-    return result
+    return ContainedChild(proc, readers, result, start, limits)
+
+
+class ContainedChild:
+    """A started child process: wait for it under its limits, or kill its whole group."""
+
+    def __init__(
+        self,
+        proc: subprocess.Popen[bytes],
+        readers: list[threading.Thread],
+        result: ChildResult,
+        start: float,
+        limits: Limits,
+    ) -> None:
+        self.proc, self._readers, self._result = proc, readers, result
+        self._start, self._limits = start, limits
+
+    def kill(self) -> ChildResult:
+        """End the child and every descendant now (it is not needed after all)."""
+        _kill_group(self.proc)
+        self._result.cancelled = True
+        return self._collect(None)
+
+    def wait(
+        self,
+        *,
+        poll: Callable[[], None] | None = None,
+        cancel: threading.Event | None = None,
+    ) -> ChildResult:
+        """Wait for the child; call ``poll`` about every 0.2 s while it runs."""
+        proc, result = self.proc, self._result
+        try:
+            while proc.poll() is None:
+                if time.monotonic() - self._start > self._limits.timeout_s:
+                    result.timed_out = True
+                    _kill_group(proc)
+                    break
+                if cancel is not None and cancel.is_set():
+                    result.cancelled = True
+                    _kill_group(proc)
+                    break
+                if poll:
+                    poll()
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    proc.wait(timeout=0.2)  # returns as soon as the child exits
+        except KeyboardInterrupt:
+            result.cancelled = True
+            _kill_group(proc)
+        return self._collect(poll)
+
+    def _collect(self, poll: Callable[[], None] | None) -> ChildResult:
+        proc, result = self.proc, self._result
+        proc.wait()
+        for reader in self._readers:
+            reader.join(timeout=5)
+        if poll:
+            poll()
+        result.returncode = proc.returncode
+        result.duration_s = time.monotonic() - self._start
+        if proc.returncode is not None and proc.returncode < 0:
+            result.signal_name = signal.Signals(-proc.returncode).name
+        return result
 
 
 def _kill_group(proc: subprocess.Popen[bytes], grace_s: float = 5.0) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import json
 import os
 import resource
@@ -17,13 +18,13 @@ import sys
 import time
 import traceback
 from collections.abc import Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, NoReturn
 
-from mlpilot.platform.errors import MlpilotError
+from mlpilot.platform.errors import MlpilotError, TrackingError
+from mlpilot.platform.ml.deferred_logger import DeferredRunLogger
 
 EVENTS_FILE = "events.jsonl"
 RESULT_FILE = "result.json"
@@ -113,7 +114,7 @@ class PipelineRun:
         logger: Any = None,
         engine: str = "cpu",
         owns_run: bool = False,
-        pending_logger: Future[tuple[Any, bool]] | None = None,
+        pending_logger: DeferredRunLogger | None = None,
     ) -> None:
         self.plan = plan
         self.seed = seed
@@ -122,7 +123,7 @@ class PipelineRun:
         self._logger = logger
         self._pending_logger = pending_logger
         self.engine = engine
-        self.owns_run = owns_run
+        self._owns_run = owns_run
         self.exit_code = 0
         self.timings: dict[str, float] = {}
         self.stage_memory_mb: dict[str, float] = {}
@@ -165,11 +166,8 @@ class PipelineRun:
         run_dir = Path(args.run_dir or os.getcwd()).resolve()
         run_dir.mkdir(parents=True, exist_ok=True)
         engine = args.engine or os.environ.get("MLPILOT_ENGINE_USED", "cpu")
-        # Importing MLflow and opening its store takes a second or two: do it while the
-        # first step reads the data (the CSV parser runs without the GIL).
-        opener = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mlflow-open")
-        pending = opener.submit(_open_logger, args, plan)
-        opener.shutdown(wait=False)
+        # MLflow opens when training starts (see DeferredRunLogger), or when first needed
+        pending = DeferredRunLogger(functools.partial(_open_logger, args, plan))
         return cls(
             plan=plan,
             seed=args.seed if args.seed is not None else seed,
@@ -181,26 +179,31 @@ class PipelineRun:
 
     @property
     def logger(self) -> Any:
-        """The run's logger; waits for it to open. A failure to open is raised once."""
+        """The run's logger (calls that need MLflow open wait for it)."""
         if self._logger is None:
-            pending, self._pending_logger = self._pending_logger, None
-            if pending is None:
+            if self._pending_logger is None:
                 from mlpilot.tracking.run_logger import NullRunLogger
 
                 self._logger = NullRunLogger()
             else:
-                try:
-                    self._logger, self.owns_run = pending.result()
-                except BaseException:
-                    from mlpilot.tracking.run_logger import NullRunLogger
-
-                    self._logger = NullRunLogger()  # the error ends the run; nothing more is logged
-                    raise
+                self._logger = self._pending_logger
         return self._logger
+
+    @property
+    def owns_run(self) -> bool:
+        """Whether this process created its MLflow run (and so ends it)."""
+        pending = self._pending_logger
+        return self._owns_run or bool(pending is not None and pending.owns_run)
+
+    def open_tracking(self) -> None:
+        """Start opening MLflow in the background: a model is about to fit."""
+        if self._pending_logger is not None:
+            self._pending_logger.start()
 
     @logger.setter
     def logger(self, value: Any) -> None:
         self._logger, self._pending_logger = value, None
+        self._owns_run = False
 
     # -- progress ------------------------------------------------------------------------
     def event(self, kind: str, **fields: Any) -> None:
@@ -287,9 +290,14 @@ class PipelineRun:
         print(f"error: {message}", file=sys.stderr)
 
     def _write_result(self, status: str) -> None:
+        try:
+            run_id = self.logger.run_id
+        except Exception as exc:  # MLflow could not be opened: the result still gets written
+            run_id = None
+            self.notes.append(f"MLflow could not be opened: {exc}")
         payload = {
             "status": status,
-            "run_id": self.logger.run_id,
+            "run_id": run_id,
             "engine": self.engine,
             "seed": self.seed,
             "task": self.task,
@@ -311,6 +319,29 @@ class PipelineRun:
         tmp.replace(path)
 
 
+def await_run_id(path: Path, timeout_s: float = 600.0) -> str:
+    """The MLflow run id mlpilot writes to ``path`` once it has created the run.
+
+    mlpilot starts the pipeline first, so that reading the data overlaps with creating
+    the run; the pipeline needs the id only when it first logs.
+    """
+    parent = os.getppid()
+    deadline = time.monotonic() + timeout_s
+    while not path.exists():
+        if os.getppid() != parent:
+            raise TrackingError(
+                "mlpilot ended before it created this pipeline's MLflow run",
+                hint="see the mlpilot command's output for the reason",
+            )
+        if time.monotonic() > deadline:
+            raise TrackingError(
+                f"no MLflow run was handed over within {timeout_s:.0f} s",
+                hint="check that the tracking server answers (mlpilot doctor)",
+            )
+        time.sleep(0.02)
+    return path.read_text(encoding="utf-8").strip()
+
+
 def _open_logger(args: argparse.Namespace, plan: dict[str, Any]) -> tuple[Any, bool]:
     from mlpilot.tracking.run_logger import NullRunLogger
 
@@ -326,8 +357,13 @@ def _open_logger(args: argparse.Namespace, plan: dict[str, Any]) -> tuple[Any, b
     from mlpilot.tracking.run_logger import MlflowRunLogger
 
     settings = get_settings()
-    client = make_client(settings)
     run_id = os.environ.get("MLFLOW_RUN_ID")
+    handed_over = os.environ.get("MLPILOT_RUN_ID_FILE")
+    if not run_id and handed_over:
+        # before opening the store: on a new home the parent is still creating its tables
+        run_id = await_run_id(Path(handed_over))
+        os.environ["MLFLOW_RUN_ID"] = run_id  # for plugin code on MLflow's fluent API
+    client = make_client(settings)
     if run_id:
         return MlflowRunLogger(client, run_id), False
     experiment_id = ensure_experiment(

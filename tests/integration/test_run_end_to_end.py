@@ -162,3 +162,21 @@ def test_pipeline_script_reproduces_the_run(finished_run: dict, tmp_path: Path) 
     assert result["status"] == "succeeded" and result["metrics"]["test_rmse"] == pytest.approx(
         outcome["metrics"]["test_rmse"], rel=1e-9
     )
+
+
+def test_the_pipeline_started_before_its_run_and_logged_to_it(finished_run: dict) -> None:
+    """The child starts while MLflow opens; the run id reaches it through its folder."""
+    outcome, home = finished_run["outcome"], finished_run["home"]
+    run_dir = Path(outcome["run_dir"])
+    assert run_dir == home / "runs" / outcome["run_id"] and run_dir.is_symlink()
+    real = run_dir.resolve()
+    assert real.parent == (home / "runs").resolve() and real.name != outcome["run_id"]
+    assert (real / "mlflow_run_id").read_text() == outcome["run_id"]
+    first = json.loads((run_dir / "events.jsonl").read_text().splitlines()[0])
+    assert first["type"] == "pipeline_start" and first["run_id"] is None
+    result = json.loads((run_dir / "result.json").read_text())
+    assert result["run_id"] == outcome["run_id"]
+    # what the pipeline logged before MLflow was open reached the run
+    params = _client(home).get_run(outcome["run_id"]).data.params
+    assert params["data.rows"] == "4000" and params["target"] == "sales"
+    assert Path(outcome["pipeline_path"]) == run_dir / "pipeline.py"

@@ -113,3 +113,50 @@ def test_large_files_are_read_in_compacted_chunks(tmp_path: Path) -> None:
     assert chunked.shape == whole.shape and list(chunked.columns) == list(whole.columns)
     assert np.allclose(chunked["sales"].astype(float), whole["sales"], rtol=1e-6)
     assert chunked["sales"].dtype == "float32"
+
+
+ARROW_CASES = {
+    "padded": "city,price,flag,day\n East, 12.5 ,true,2024-01-02\n West,3,false,2024-02-03\n",
+    "quoted_newline": 'note,value\n"two\nlines",1\nplain,2\n',
+    "late_text": "code,value\n" + "1,2\n" * 50 + "x7,3\n",
+    "empty_column": "a,b,c\n1,,x\n2,,y\n",
+    "stamps": "at,v\n2024-01-02T03:04:05+02:00,1\n2024-01-03T00:00:00+00:00,2\n",
+    "missing": "a,b\n1,NA\n,2\nnull,3\n",
+    "slashed_dates": "day,v\n01/02/2024,1\n03/04/2024,2\n",
+    "duplicate_names": "x,x,y\n1,2,3\n4,5,6\n",
+}
+
+
+@pytest.mark.parametrize("case", sorted(ARROW_CASES))
+def test_pyarrow_reader_agrees_with_pandas(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, case: str
+) -> None:
+    """Large files go through pyarrow: kinds and coerced values must match pandas' parser."""
+    from mlpilot.platform.ml import io
+
+    path = tmp_path / "data.csv"
+    path.write_text(ARROW_CASES[case], encoding="utf-8")
+    by_pandas = read_table(path)
+    monkeypatch.setattr(io, "ARROW_MIN_BYTES", 0)
+    by_arrow = read_table(path)
+    assert list(by_arrow.columns) == list(by_pandas.columns)
+    assert len(by_arrow) == len(by_pandas)
+    for column in by_pandas.columns:
+        spec = detect_column(column, by_pandas[column])
+        assert detect_column(column, by_arrow[column]).kind == spec.kind, column
+        expected = coerce_column(by_pandas[column], spec).reset_index(drop=True)
+        got = coerce_column(by_arrow[column], spec).reset_index(drop=True)
+        pd.testing.assert_series_equal(got, expected, check_dtype=False, check_names=False)
+
+
+def test_files_not_in_utf8_fall_back_to_pandas(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from mlpilot.platform.ml import io
+
+    path = tmp_path / "data.csv"
+    path.write_bytes("城市,价格\n北京,1\n上海,2\n".encode("gb18030"))
+    monkeypatch.setattr(io, "ARROW_MIN_BYTES", 0)
+    frame = read_table(path)
+    assert list(frame.columns) == ["城市", "价格"]
+    assert frame["城市"].tolist() == ["北京", "上海"]

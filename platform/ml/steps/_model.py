@@ -113,6 +113,7 @@ def train_model(
     run: PipelineRun, model: str = "auto", params: dict[str, Any] | None = None
 ) -> None:
     _require_data(run, "train_model")
+    run.open_tracking()  # while the model fits
     with run.stage("train"):
         family = resolve_family(model)
         if model == "auto":
@@ -174,6 +175,7 @@ def optimize_model(
     warm_start: bool = True,
 ) -> None:
     _require_data(run, "optimize_model")
+    run.open_tracking()
     from mlpilot.platform.ml import tuning
 
     with run.stage("tune"):

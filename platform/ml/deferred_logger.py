@@ -1,0 +1,96 @@
+"""``DeferredRunLogger``: a pipeline's MLflow calls, held until MLflow is open.
+
+Importing MLflow and opening its store costs a pipeline about a second of CPU, nearly all
+of it Python code under the GIL. While the pipeline reads and cleans data (pandas, also
+under the GIL) the two run one after the other; while a model fits (native code that
+releases the GIL) they mostly overlap. So the pipeline opens MLflow when training starts
+(``start()``), and the calls made before are replayed in order once it is open. Calls
+that need an answer (``log_model``, ``child``, ``run_id``…) wait for it.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future
+from typing import Any
+
+#: calls that return nothing and whose arguments are plain data: these can wait
+_HELD = frozenset(
+    {"log_params", "log_metrics", "set_tags", "log_text", "log_file", "log_input", "flush"}
+)
+
+
+class DeferredRunLogger:
+    """Forwards to the logger ``opener`` returns; holds plain-data calls until it is open."""
+
+    def __init__(self, opener: Callable[[], tuple[Any, bool]]) -> None:
+        self._opener = opener
+        self._future: Future[tuple[Any, bool]] | None = None
+        self._lock = threading.Lock()
+        self._held: list[tuple[str, tuple[Any, ...], dict[str, Any]]] = []
+        self._real: Any = None
+        self.owns_run = False
+
+    def start(self) -> None:
+        """Begin opening MLflow on a thread (idempotent)."""
+        with self._lock:
+            if self._future is not None:
+                return
+            future: Future[tuple[Any, bool]] = Future()
+            self._future = future
+
+        def open_() -> None:
+            try:
+                future.set_result(self._opener())
+            except BaseException as exc:  # handed to whoever waits for the logger
+                future.set_exception(exc)
+
+        threading.Thread(target=open_, name="mlflow-open", daemon=True).start()
+
+    @property
+    def opened(self) -> bool:
+        return self._real is not None
+
+    def resolve(self) -> Any:
+        """The real logger, with the held calls replayed; an opening error is raised once."""
+        if self._real is not None:
+            return self._real
+        self.start()
+        assert self._future is not None
+        try:
+            self._real, self.owns_run = self._future.result()
+        except BaseException:
+            from mlpilot.tracking.run_logger import NullRunLogger
+
+            self._real, self._held = NullRunLogger(), []  # nothing more is logged
+            raise
+        held, self._held = self._held, []
+        for name, args, kwargs in held:
+            getattr(self._real, name)(*args, **kwargs)
+        return self._real
+
+    def log_dict(self, data: Any, artifact_file: str) -> None:
+        # serialised now: the caller may change ``data`` before it is replayed
+        self.log_text(json.dumps(data, indent=2, default=str, ensure_ascii=False), artifact_file)
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        if name in _HELD and self._real is None:
+
+            def hold(*args: Any, **kwargs: Any) -> None:
+                if self._real is not None:
+                    getattr(self._real, name)(*args, **kwargs)
+                else:
+                    self._held.append((name, _copied(args), _copied(kwargs)))
+
+            return hold
+        return getattr(self.resolve(), name)
+
+
+def _copied(values: Any) -> Any:
+    if isinstance(values, tuple):
+        return tuple(dict(v) if isinstance(v, dict) else v for v in values)
+    return {k: dict(v) if isinstance(v, dict) else v for k, v in values.items()}
