@@ -9,10 +9,12 @@ with the reason — never left RUNNING.
 from __future__ import annotations
 
 import json
+import shutil
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from mlpilot.platform.agent.early_start import EarlyStart, link_run_dir, new_run_dir
 from mlpilot.platform.agent.recording import record_result, remember_outcome
 from mlpilot.platform.agent.sessions import Session, load_session, save_session
 from mlpilot.platform.config import Settings, get_settings
@@ -300,11 +302,8 @@ class Orchestrator:
             raise
         run_id = logger.run_id
         if early:
-            early.leg.hand_over_run(run_id)
-            run_dir = _link_run_dir(early.leg.run_dir, run_id)
+            run_dir = link_run_dir(early.leg.run_dir, run_id)
             events.extend(early.events)
-            for event in early.events:
-                self.progress.state(event["state"], event.get("message", ""))
         else:
             run_dir = self.settings.runs_dir / run_id
             run_dir.mkdir(parents=True, exist_ok=True)
@@ -466,6 +465,7 @@ class Orchestrator:
         from mlpilot.platform.plan import validate_plan
         from mlpilot.tracking.metadata import new_event
 
+        run_dir = None
         try:
             validated = validate_plan(plan, registry, profile, check_files=True)
             choice = resolve_engine(self._engine_request(request, plan))
@@ -475,18 +475,22 @@ class Orchestrator:
                 new_event("VALIDATING", "checking the plan against the tools and the data"),
                 new_event("GENERATING", "rendering pipeline.py from templates"),
             ]
-            run_dir = _new_run_dir(self.settings.runs_dir)
+            run_dir = new_run_dir(self.settings.runs_dir)
             script = self._generate(plan, registry, request, profile, run_dir)
-        except MlpilotError:
+            leg = Executor(self.settings).start_leg(
+                script=script,
+                run_dir=run_dir,
+                engine=choice.used,
+                data_path=profile.path if profile else None,
+                mlflow_run_id=None,
+            )
+        except Exception:  # the slow path meets it again, with a run to record it on
+            if run_dir is not None:
+                shutil.rmtree(run_dir, ignore_errors=True)
             return None
-        leg = Executor(self.settings).start_leg(
-            script=script,
-            run_dir=run_dir,
-            engine=choice.used,
-            data_path=profile.path if profile else None,
-            mlflow_run_id=None,
-        )
         events.append(new_event("RUNNING", f"engine {choice.used} ({choice.reason})"))
+        for event in events:
+            self.progress.state(event["state"], event["message"])
         return EarlyStart(leg, choice, script, list(validated.notes), events)
 
     def _finish_early(
@@ -505,6 +509,7 @@ class Orchestrator:
         from mlpilot.tracking.mlflow_store import engine_tags
 
         try:
+            early.leg.hand_over_run(run_id)
             outcome.notes.extend(n for n in early.notes if n not in outcome.notes)
             outcome.engine = early.choice.to_dict()
             outcome.pipeline_path = str(run_dir / early.script.name)
@@ -608,38 +613,6 @@ class Orchestrator:
                 )
 
         return handle
-
-
-@dataclass
-class EarlyStart:
-    """A pipeline started before its MLflow run, and what its start decided."""
-
-    leg: Any
-    choice: Any
-    script: Path
-    notes: list[str]
-    events: list[dict[str, Any]]
-
-
-def _new_run_dir(runs_dir: Path) -> Path:
-    """A run folder for a pipeline whose MLflow run does not exist yet."""
-    import secrets
-    from datetime import datetime
-
-    name = f"{datetime.now():%Y%m%d-%H%M%S}-{secrets.token_hex(3)}"
-    path = runs_dir / name
-    path.mkdir(parents=True)
-    return path
-
-
-def _link_run_dir(real: Path, run_id: str) -> Path:
-    """``runs/<run id>`` for a folder created before the run: a link to it where links work."""
-    link = real.parent / run_id
-    try:
-        link.symlink_to(real.name, target_is_directory=True)
-    except OSError:
-        return real
-    return link
 
 
 def _describe_event(event: dict[str, Any]) -> str:
