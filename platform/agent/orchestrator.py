@@ -8,6 +8,7 @@ with the reason — never left RUNNING.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 from dataclasses import asdict, dataclass, field
@@ -301,49 +302,59 @@ class Orchestrator:
                 early.leg.abandon()
             raise
         run_id = logger.run_id
-        if early:
-            run_dir = link_run_dir(early.leg.run_dir, run_id)
-            events.extend(early.events)
-        else:
-            run_dir = self.settings.runs_dir / run_id
-            run_dir.mkdir(parents=True, exist_ok=True)
-        outcome = RunOutcome(
-            status="RUNNING",
-            session_id=session.id,
-            run_id=run_id,
-            experiment=experiment,
-            experiment_id=experiment_id,
-            tracking_uri=self.settings.tracking_uri,
-            plan=plan.to_dict(),
-            planner=result.planner,
-            run_dir=str(run_dir),
-            notes=list(result.notes),
-        )
-        dataset = None
-        if profile is not None:
-            dataset = {
-                "path": profile.path,
-                "fingerprint": profile.fingerprint,
-                "rows": profile.rows,
-                "cols": len(profile.columns),
-                "schema": [{"name": c.name, "kind": c.kind} for c in profile.columns],
+        try:
+            if early:
+                run_dir = link_run_dir(early.leg.run_dir, run_id)
+                events.extend(early.events)
+            else:
+                run_dir = self.settings.runs_dir / run_id
+                run_dir.mkdir(parents=True, exist_ok=True)
+            outcome = RunOutcome(
+                status="RUNNING",
+                session_id=session.id,
+                run_id=run_id,
+                experiment=experiment,
+                experiment_id=experiment_id,
+                tracking_uri=self.settings.tracking_uri,
+                plan=plan.to_dict(),
+                planner=result.planner,
+                run_dir=str(run_dir),
+                notes=list(result.notes),
+            )
+            dataset = None
+            if profile is not None:
+                dataset = {
+                    "path": profile.path,
+                    "fingerprint": profile.fingerprint,
+                    "rows": profile.rows,
+                    "cols": len(profile.columns),
+                    "schema": [{"name": c.name, "kind": c.kind} for c in profile.columns],
+                }
+            state = "RUNNING" if early else "PLANNING"
+            document: dict[str, Any] = {
+                "session_id": session.id,
+                "experiment": experiment,
+                "experiment_id": experiment_id,
+                "prompt": request.prompt,
+                "planner": result.planner,
+                "plan": plan.to_dict(),
+                "status": state,
+                "dataset": dataset,
+                "run_dir": str(run_dir),
+                "created_at": events[0]["at"],
             }
-        state = "RUNNING" if early else "PLANNING"
-        document: dict[str, Any] = {
-            "session_id": session.id,
-            "experiment": experiment,
-            "experiment_id": experiment_id,
-            "prompt": request.prompt,
-            "planner": result.planner,
-            "plan": plan.to_dict(),
-            "status": state,
-            "dataset": dataset,
-            "run_dir": str(run_dir),
-            "created_at": events[0]["at"],
-        }
-        if early:
-            document["engine"] = early.choice.to_dict()
-        store.create_run(run_id, document, events)
+            if early:
+                document["engine"] = early.choice.to_dict()
+            store.create_run(run_id, document, events)
+        except BaseException as exc:  # the run exists: never leave it RUNNING
+            if early:
+                early.leg.stop()
+            with contextlib.suppress(Exception):
+                cancelled = isinstance(exc, KeyboardInterrupt)
+                final = "CANCELLED" if cancelled else "FAILED"
+                logger.set_tags({"mlpilot.state": final, "mlpilot.error": str(exc)[:500]})
+                logger.end(TERMINAL_MLFLOW[final])
+            raise
 
         def transition(new_state: str, message: str = "", **fields: Any) -> None:
             nonlocal state
@@ -488,9 +499,13 @@ class Orchestrator:
             if run_dir is not None:
                 shutil.rmtree(run_dir, ignore_errors=True)
             return None
-        events.append(new_event("RUNNING", f"engine {choice.used} ({choice.reason})"))
-        for event in events:
-            self.progress.state(event["state"], event["message"])
+        try:
+            events.append(new_event("RUNNING", f"engine {choice.used} ({choice.reason})"))
+            for event in events:
+                self.progress.state(event["state"], event["message"])
+        except BaseException:
+            leg.abandon()
+            raise
         return EarlyStart(leg, choice, script, list(validated.notes), events)
 
     def _finish_early(
@@ -518,7 +533,7 @@ class Orchestrator:
             choice = early.choice
             logger.set_tags(engine_tags(choice.requested, choice.used, choice.reason))
         except BaseException:
-            early.leg.abandon()
+            early.leg.stop()  # the run exists and keeps its folder
             raise
         return early.leg.finish(on_event=self._event_handler(run_id, store))
 

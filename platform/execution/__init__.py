@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import sys
 import threading
 from collections.abc import Callable
@@ -190,11 +191,17 @@ class Executor:
         env = self.child_env(run_id=mlflow_run_id, engine=engine)
         env["MLPILOT_RUN_DIR"] = str(run_dir)
         if not mlflow_run_id:
+            env.pop("MLFLOW_RUN_ID", None)  # one inherited from our own caller is not ours
             env["MLPILOT_RUN_ID_FILE"] = str(run_dir / RUN_ID_FILE)
+            env["MLPILOT_PARENT_PID"] = str(os.getpid())
         if data_path:
             env["MLPILOT_DATA"] = data_path
         child = start_child(command, cwd=run_dir, env=env, limits=self.limits)
-        _refresh_package_map(self.settings.home)
+        try:
+            _refresh_package_map(self.settings.home)
+        except BaseException:
+            child.kill()
+            raise
         return StartedLeg(engine, run_dir, child)
 
 
@@ -211,9 +218,13 @@ class StartedLeg:
         tmp.write_text(run_id, encoding="utf-8")
         tmp.replace(path)  # the child never sees half a run id
 
+    def stop(self) -> None:
+        """Stop the child and everything it started; its folder stays."""
+        self.child.kill()
+
     def abandon(self) -> None:
-        """The run could not be created: stop the child and everything it started, and
-        remove its folder (no run refers to it)."""
+        """The run could not be created: stop the child and remove its folder (no run
+        refers to it)."""
         import shutil
 
         self.child.kill()

@@ -271,6 +271,8 @@ class PipelineRun:
         final = {f"time_{k}_s": v for k, v in self.timings.items()}
         final["peak_memory_mb"] = self.result["peak_memory_mb"]
         self.log_metrics(final)
+        if self._pending_logger is not None and self._logger is self._pending_logger:
+            self._pending_logger.resolve()  # an MLflow that cannot be opened fails the run
         self.event("pipeline_end", seconds=self.timings["total"])
 
     def _fail(self, exc: BaseException, tb: Any) -> None:
@@ -295,6 +297,9 @@ class PipelineRun:
         except Exception as exc:  # MLflow could not be opened: the result still gets written
             run_id = None
             self.notes.append(f"MLflow could not be opened: {exc}")
+        pending = self._pending_logger
+        for skipped in pending.skipped if pending is not None else []:
+            self.notes.append(f"not recorded in MLflow: {skipped}")
         payload = {
             "status": status,
             "run_id": run_id,
@@ -325,7 +330,8 @@ def await_run_id(path: Path, timeout_s: float = 600.0) -> str:
     mlpilot starts the pipeline first, so that reading the data overlaps with creating
     the run; the pipeline needs the id only when it first logs.
     """
-    parent = os.getppid()
+    # the pid mlpilot gave, not os.getppid() now: the parent may already be gone
+    parent = int(os.environ.get("MLPILOT_PARENT_PID") or os.getppid())
     deadline = time.monotonic() + timeout_s
     while not path.exists():
         if os.getppid() != parent:
@@ -359,7 +365,7 @@ def _open_logger(args: argparse.Namespace, plan: dict[str, Any]) -> tuple[Any, b
     settings = get_settings()
     run_id = os.environ.get("MLFLOW_RUN_ID")
     handed_over = os.environ.get("MLPILOT_RUN_ID_FILE")
-    if not run_id and handed_over:
+    if handed_over:
         # before opening the store: on a new home the parent is still creating its tables
         run_id = await_run_id(Path(handed_over))
         os.environ["MLFLOW_RUN_ID"] = run_id  # for plugin code on MLflow's fluent API

@@ -20,6 +20,8 @@ from typing import Any
 _HELD = frozenset(
     {"log_params", "log_metrics", "set_tags", "log_text", "log_file", "log_input", "flush"}
 )
+#: held calls whose failure is never a reason to fail the run (the data set record)
+_OPTIONAL = frozenset({"log_input"})
 
 
 class DeferredRunLogger:
@@ -32,6 +34,8 @@ class DeferredRunLogger:
         self._held: list[tuple[str, tuple[Any, ...], dict[str, Any]]] = []
         self._real: Any = None
         self.owns_run = False
+        #: held calls that failed without failing the run, to be reported as notes
+        self.skipped: list[str] = []
 
     def start(self) -> None:
         """Begin opening MLflow on a thread (idempotent)."""
@@ -60,15 +64,26 @@ class DeferredRunLogger:
         self.start()
         assert self._future is not None
         try:
-            self._real, self.owns_run = self._future.result()
+            real, self.owns_run = self._future.result()
         except BaseException:
             from mlpilot.tracking.run_logger import NullRunLogger
 
-            self._real, self._held = NullRunLogger(), []  # nothing more is logged
+            with self._lock:
+                self._real, self._held = NullRunLogger(), []  # nothing more is logged
             raise
-        held, self._held = self._held, []
+        with self._lock:  # from here on, calls go straight through
+            self._real, held, self._held = real, self._held, []
+        first_error: BaseException | None = None
         for name, args, kwargs in held:
-            getattr(self._real, name)(*args, **kwargs)
+            try:
+                getattr(self._real, name)(*args, **kwargs)
+            except Exception as exc:  # replay the rest: each call stands on its own
+                if name in _OPTIONAL:
+                    self.skipped.append(f"{name}: {type(exc).__name__}: {exc}")
+                elif first_error is None:
+                    first_error = exc
+        if first_error is not None:
+            raise first_error
         return self._real
 
     def log_dict(self, data: Any, artifact_file: str) -> None:
@@ -81,10 +96,11 @@ class DeferredRunLogger:
         if name in _HELD and self._real is None:
 
             def hold(*args: Any, **kwargs: Any) -> None:
-                if self._real is not None:
-                    getattr(self._real, name)(*args, **kwargs)
-                else:
-                    self._held.append((name, _copied(args), _copied(kwargs)))
+                with self._lock:
+                    if self._real is None:
+                        self._held.append((name, _copied(args), _copied(kwargs)))
+                        return
+                getattr(self._real, name)(*args, **kwargs)
 
             return hold
         return getattr(self.resolve(), name)

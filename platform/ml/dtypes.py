@@ -116,6 +116,11 @@ def parse_dates(series: pd.Series, formats: list[str]) -> pd.Series:
             values = values.dt.tz_convert(None)
         return values.astype("datetime64[ns]")
     text = _as_text(series)
+    if not formats:
+        # typed as dates when read (Parquet, pyarrow's CSV reader): raw rows given to
+        # the model later are ISO 8601 text
+        parsed = pd.to_datetime(text, format="ISO8601", errors="coerce", utc=True)
+        return parsed.dt.tz_convert(None).astype("datetime64[ns]")
     result = pd.Series(pd.NaT, index=series.index, dtype="datetime64[ns]")
     for fmt in formats:
         todo = result.isna() & text.notna()

@@ -30,6 +30,8 @@ _FINGERPRINT_FULL_LIMIT = 512 * 1024 * 1024
 _EDGE = 8 * 1024 * 1024
 #: from this size on, whole delimited files are parsed by pyarrow's multi-threaded reader
 ARROW_MIN_BYTES = 8 * 1024 * 1024
+#: rows read by both parsers to check that they agree
+_CHECK_ROWS = 2000
 
 
 def detect_format(path: Path) -> str:
@@ -216,11 +218,13 @@ def read_with_arrow(path: Path, fmt: str) -> pd.DataFrame | None:
     """A whole delimited file through pyarrow's parser (several times faster than pandas'
     on large files), or None to use pandas' parser instead.
 
-    The column kinds are decided from values afterwards (``dtypes.detect_column``), so
-    what pyarrow already typed (ISO dates, booleans) ends as the same kind the pandas
-    parser would give. Anything pyarrow reads differently — duplicate header names, an
-    encoding other than UTF-8, quoted line breaks, a type that changes down the file —
-    falls back to pandas, which reports real errors.
+    The column kinds are decided from values afterwards (``dtypes.detect_column``), and
+    the data profile that planners see comes from pandas' parser: so the first rows are
+    read by both, and any column whose kind differs (pyarrow types fractional-second
+    stamps, hex numbers and 0/1/true columns its own way), a header pandas names
+    differently, or padded text (pandas skips the spaces after a delimiter) sends the
+    whole file to pandas. So do duplicate header names, encodings other than UTF-8,
+    quoted line breaks and a type that changes down the file; pandas reports real errors.
     """
     import pandas as pd
 
@@ -239,7 +243,28 @@ def read_with_arrow(path: Path, fmt: str) -> pd.DataFrame | None:
             return None
         if type(first) is datetime.date:  # pyarrow hands ISO dates over as date objects
             frame[column] = pd.to_datetime(values)
-    return frame
+    return frame if _agrees_with_pandas(frame, path, fmt) else None
+
+
+def _agrees_with_pandas(frame: pd.DataFrame, path: Path, fmt: str) -> bool:
+    from mlpilot.platform.ml.dtypes import detect_column
+
+    try:
+        sample = _read_delimited(path, fmt, _CHECK_ROWS)
+    except Exception:
+        return False
+    if list(sample.columns) != list(frame.columns):
+        return False
+    head = frame.head(len(sample))
+    for column in sample.columns:
+        ours = head[column]
+        if detect_column(str(column), ours).kind != detect_column(str(column), sample[column]).kind:
+            return False
+        if ours.dtype == object or str(ours.dtype) in ("str", "string"):
+            text = ours.dropna().astype(str)
+            if (text.str.len() != text.str.lstrip().str.len()).any():
+                return False
+    return True
 
 
 def _first_value(values: pd.Series) -> Any:

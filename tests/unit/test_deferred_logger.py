@@ -101,3 +101,22 @@ def test_the_run_id_is_read_once_the_parent_writes_it(tmp_path: Path) -> None:
 def test_no_run_id_in_time_is_a_tracking_error(tmp_path: Path) -> None:
     with pytest.raises(TrackingError, match="no MLflow run was handed over"):
         await_run_id(tmp_path / "never", timeout_s=0.1)
+
+
+def test_a_failing_held_call_does_not_drop_the_others() -> None:
+    class Flaky(Recorder):
+        def log_input(self, **kwargs: Any) -> None:
+            raise RuntimeError("dataset store refused it")
+
+        def log_text(self, text: str, artifact_file: str) -> None:
+            raise TrackingError("artifact store full")
+
+    real = Flaky()
+    logger = DeferredRunLogger(lambda: (real, False))
+    logger.log_input(name="d", source="s", digest="x", rows=1, columns=[])
+    logger.log_text("a", "a.txt")
+    logger.log_metrics({"m": 1.0})
+    with pytest.raises(TrackingError, match="artifact store full"):
+        logger.resolve()
+    assert real.calls == [("log_metrics", {"m": 1.0})]  # replayed after the failures
+    assert logger.skipped and "dataset store refused it" in logger.skipped[0]

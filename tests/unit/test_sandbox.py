@@ -74,3 +74,39 @@ def test_output_is_capped(tmp_path: Path) -> None:
     )
     assert result.ok and "stdout" in result.truncated
     assert result.stdout_path.stat().st_size < 120_000
+
+
+def test_a_leg_started_before_its_run_gets_the_run_id_only_from_mlpilot(
+    tmp_path: Path, monkeypatch: object
+) -> None:
+    """An MLFLOW_RUN_ID inherited from mlpilot's own caller must not reach the pipeline."""
+    import json
+
+    from mlpilot.platform.config import Settings
+    from mlpilot.platform.execution import RUN_ID_FILE, Executor
+
+    monkeypatch.setenv("MLFLOW_RUN_ID", "outer-run")  # type: ignore[attr-defined]
+    script = tmp_path / "show_env.py"
+    script.write_text(
+        "import json, os, pathlib, time\n"
+        "handed = pathlib.Path(os.environ['MLPILOT_RUN_ID_FILE'])\n"
+        "while not handed.exists(): time.sleep(0.01)\n"
+        "keys = ('MLFLOW_RUN_ID', 'MLPILOT_PARENT_PID')\n"
+        "seen = {k: os.environ.get(k) for k in keys}\n"
+        "seen['handed'] = handed.read_text()\n"
+        "pathlib.Path('seen.json').write_text(json.dumps(seen))\n"
+    )
+    executor = Executor(Settings.from_env({"MLPILOT_HOME": str(tmp_path / "home")}))
+    leg = executor.start_leg(
+        script=script, run_dir=tmp_path / "run", engine="cpu", data_path=None, mlflow_run_id=None
+    )
+    leg.hand_over_run("the-run")
+    done = leg.finish()
+    assert done.child.ok, done.child.stderr_path.read_text()  # type: ignore[union-attr]
+    seen = json.loads((tmp_path / "run" / "seen.json").read_text())
+    assert seen == {
+        "MLFLOW_RUN_ID": None,
+        "MLPILOT_PARENT_PID": str(os.getpid()),
+        "handed": "the-run",
+    }
+    assert (tmp_path / "run" / RUN_ID_FILE).read_text() == "the-run"
