@@ -166,8 +166,13 @@ class PipelineRun:
         run_dir = Path(args.run_dir or os.getcwd()).resolve()
         run_dir.mkdir(parents=True, exist_ok=True)
         engine = args.engine or os.environ.get("MLPILOT_ENGINE_USED", "cpu")
-        # MLflow opens when training starts (see DeferredRunLogger), or when first needed
-        pending = DeferredRunLogger(functools.partial(_open_logger, args, plan))
+        # MLflow opens when training starts (see DeferredRunLogger), or when first needed;
+        # with --no-track there is nothing to open (the logger logs nothing)
+        pending = (
+            None
+            if args.no_track
+            else DeferredRunLogger(functools.partial(_open_logger, args, plan))
+        )
         return cls(
             plan=plan,
             seed=args.seed if args.seed is not None else seed,
@@ -188,6 +193,15 @@ class PipelineRun:
             else:
                 self._logger = self._pending_logger
         return self._logger
+
+    def opened_logger(self) -> Any:
+        """The logger once MLflow is open (waits for the opening thread).
+
+        Code that imports MLflow itself calls this first: importing MLflow on two threads
+        at once can fail inside MLflow's circular imports ("cannot import name …").
+        """
+        logger = self.logger
+        return logger.resolve() if isinstance(logger, DeferredRunLogger) else logger
 
     @property
     def owns_run(self) -> bool:
@@ -349,10 +363,6 @@ def await_run_id(path: Path, timeout_s: float = 600.0) -> str:
 
 
 def _open_logger(args: argparse.Namespace, plan: dict[str, Any]) -> tuple[Any, bool]:
-    from mlpilot.tracking.run_logger import NullRunLogger
-
-    if args.no_track:
-        return NullRunLogger(), False
     from mlpilot.platform.config import get_settings
     from mlpilot.tracking.mlflow_store import (
         TAG_KIND,

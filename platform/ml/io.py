@@ -258,9 +258,9 @@ def _agrees_with_pandas(frame: pd.DataFrame, path: Path, fmt: str) -> bool:
     head = frame.head(len(sample))
     for column in sample.columns:
         ours, theirs = head[column], sample[column]
-        same_values = _family(ours) == _family(theirs)  # then the kinds agree by design
+        same_family = _family(ours) == _family(theirs)  # then the kinds agree by design
         if (
-            not same_values
+            not same_family
             and detect_column(str(column), ours).kind != detect_column(str(column), theirs).kind
         ):
             return False

@@ -16,13 +16,9 @@ from mlpilot.platform.ml.io import read_table
 # -- model logging, registry and prediction ---------------------------------------------------------------
 def log_model(run: PipelineRun) -> str | None:
     """Log the whole Pipeline with a signature over the raw input columns."""
-    from mlpilot.platform.ml.deferred_logger import DeferredRunLogger
     from mlpilot.tracking.run_logger import NullRunLogger
 
-    logger = run.logger
-    if isinstance(logger, DeferredRunLogger):
-        logger = logger.resolve()
-    if isinstance(logger, NullRunLogger):  # --no-track: nothing to log it to
+    if isinstance(run.opened_logger(), NullRunLogger):  # --no-track: nothing to log it to
         return None
     from mlflow.models import ModelSignature
     from mlflow.models.signature import infer_signature
