@@ -93,7 +93,7 @@ def test_score(run: Any, params: dict[str, Any], case: Case) -> float:
     from mlpilot.platform.ml.steps import _test, _train, build_pipeline
 
     model = build_pipeline(run, case.model, params).fit(*_train(run))
-    scorer = get_scorer(M.sklearn_scorer(case.metric, run.task, run.classes))
+    scorer = get_scorer(M.sklearn_scorer(case.metric, run.task, run.classes, run.positive_class))
     sign = -1.0 if case.metric in M.LOWER_IS_BETTER else 1.0
     return sign * float(scorer(model, *_test(run)))
 

@@ -13,6 +13,7 @@ __all__ = [
     "PlanError",
     "SettingsError",
     "TrackingError",
+    "describe_error",
 ]
 
 
@@ -61,3 +62,20 @@ class MissingExtraError(MlpilotError):
             f"{purpose} needs the '{package}' package, which is not installed",
             hint=f"install it with: pip install 'mlpilot[{extra}]'",
         )
+
+
+def describe_error(error: dict[str, object] | None) -> str:
+    """One line for a stored ``{type, message, stage}`` error: the message, after the
+    exception's class when that is not one of ours (``ValueError: …``), never twice."""
+    if not error:
+        return ""
+    kind, message = str(error.get("type") or ""), str(error.get("message") or "")
+    ours = kind in {name for name in __all__ if name.endswith("Error")} or kind in (
+        "RunFailed",
+        "Timeout",
+        "Cancelled",
+        "ChildProcessError",
+    )
+    if not kind or ours or message.startswith(f"{kind}:"):
+        return message or kind
+    return f"{kind}: {message}" if message else kind

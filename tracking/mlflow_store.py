@@ -33,6 +33,9 @@ TAG_TARGET = "mlpilot.target"
 TAG_TASK = "mlpilot.task"
 TAG_METRIC = "mlpilot.metric"
 TAG_ERROR = "mlpilot.error"
+TAG_ERROR_STAGE = "mlpilot.error.stage"
+#: the positive class of a binary task (the rule: metrics.positive_label)
+TAG_POSITIVE_CLASS = "mlpilot.positive_class"
 KIND_AGENT_RUN = "agent_run"
 AGENT_RUNS_FILTER = "tags.`mlpilot.kind` = 'agent_run'"
 #: MLflow's terminal run statuses and the mlpilot states they end as (DESIGN §2)

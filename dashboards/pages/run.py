@@ -18,6 +18,7 @@ from mlpilot.dashboards.components import (
     status_badge,
     text_block,
 )
+from mlpilot.platform.errors import describe_error
 
 dash.register_page(__name__, path_template="/run/<run_id>", name="Run", title="mlpilot · run")
 
@@ -56,9 +57,7 @@ def layout(run_id: str | None = None, **_: Any) -> html.Div:
             header,
             card(
                 "Error",
-                text_block(
-                    f"{error.get('type')}: {error.get('message')} (stage {error.get('stage')})"
-                ),
+                text_block(f"{describe_error(error)} (stage {error.get('stage') or 'unknown'})"),
                 id="run-error",
             )
             if error

@@ -19,7 +19,7 @@ from mlpilot.platform.agent.early_start import EarlyStart, link_run_dir, new_run
 from mlpilot.platform.agent.recording import record_result, remember_outcome
 from mlpilot.platform.agent.sessions import Session, load_session, save_session
 from mlpilot.platform.config import Settings, get_settings
-from mlpilot.platform.errors import MlpilotError
+from mlpilot.platform.errors import MlpilotError, describe_error
 from mlpilot.platform.plan import Plan
 
 TERMINAL_MLFLOW = {"SUCCEEDED": "FINISHED", "FAILED": "FAILED", "CANCELLED": "KILLED"}
@@ -413,8 +413,13 @@ class Orchestrator:
         fields: dict[str, Any] = {"finished_at": utcnow()}
         if outcome.error:
             fields["error"] = outcome.error
-            logger.set_tags({"mlpilot.error": str(outcome.error.get("message", ""))[:500]})
-        transition(final, outcome.error["message"] if outcome.error else "done", **fields)
+            logger.set_tags(
+                {
+                    "mlpilot.error": describe_error(outcome.error)[:500],
+                    "mlpilot.error.stage": str(outcome.error.get("stage") or ""),
+                }
+            )
+        transition(final, describe_error(outcome.error) if outcome.error else "done", **fields)
         logger.end(TERMINAL_MLFLOW[final])
         remember_outcome(session, outcome, profile, plan, store)
         store.flush()

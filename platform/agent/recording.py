@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from mlpilot.platform.agent.sessions import Session, save_session
+from mlpilot.platform.errors import describe_error
 from mlpilot.platform.plan import Plan
 
 if TYPE_CHECKING:
@@ -98,7 +99,7 @@ def remember_outcome(
     if outcome.predictions:
         parts.append(f"predictions in {outcome.predictions['path']}")
     if outcome.error:
-        parts.append(str(outcome.error.get("message", "")))
+        parts.append(describe_error(outcome.error))
     summary = f"{outcome.status.lower()}: " + ", ".join(parts)
     session.add("assistant", summary, outcome.run_id)
     save_session(store, session)

@@ -9,6 +9,7 @@ import typer
 
 from mlpilot.platform.cli import catalog, chat, dashboard, datasets, doctor, models, runs, worker
 from mlpilot.platform.cli._output import console, fail, handle_errors, parse_params, print_json
+from mlpilot.platform.errors import describe_error
 
 app = typer.Typer(
     name="mlpilot",
@@ -134,7 +135,7 @@ def run(
     else:
         print_outcome(outcome)
     if outcome.status not in ("SUCCEEDED", "ANSWERED"):
-        message = (outcome.error or {}).get("message") or f"the run ended {outcome.status}"
+        message = describe_error(outcome.error) or f"the run ended {outcome.status}"
         fail(" ".join(str(message).split()), 130 if outcome.status == "CANCELLED" else 1)
 
 

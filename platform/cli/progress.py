@@ -109,7 +109,9 @@ def print_outcome(outcome: Any) -> None:
         print_json(outcome.answer)
         return
     if outcome.error:
-        out.print(f"[red]Run {outcome.status}[/red] at {outcome.error.get('stage') or 'start'}")
+        stage = outcome.error.get("stage")
+        where = f" at {str(stage).lower()}" if stage else ""
+        out.print(f"[red]Run {outcome.status}[/red]{where}")
     else:
         out.print(f"[green]Run {outcome.status}[/green]")
     main = outcome.main_metric

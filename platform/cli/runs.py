@@ -8,6 +8,7 @@ from typing import Annotated, Any
 import typer
 
 from mlpilot.platform.cli._output import console, handle_errors, print_json
+from mlpilot.platform.errors import describe_error
 
 app = typer.Typer(help="List, show and compare runs.", no_args_is_help=True)
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON only.")]
@@ -170,7 +171,7 @@ def _print_run(info: dict[str, Any]) -> None:
             )
         )
     if info.get("error"):
-        fields.append(("error", info["error"].get("message")))
+        fields.append(("error", describe_error(info["error"])))
     table = Table(show_header=False, box=None)
     for key, value in fields:
         if value not in (None, ""):

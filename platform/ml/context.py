@@ -23,7 +23,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, NoReturn
 
-from mlpilot.platform.errors import MlpilotError, TrackingError
+from mlpilot.platform.errors import MlpilotError, TrackingError, describe_error
 from mlpilot.platform.ml.deferred_logger import DeferredRunLogger
 
 EVENTS_FILE = "events.jsonl"
@@ -131,6 +131,7 @@ class PipelineRun:
         self.notes: list[str] = []
         self.result: dict[str, Any] = {}
         self.current_stage: str | None = None
+        self.failed_stage: str | None = None
         self._started = time.perf_counter()
         # data and decisions, filled by the steps
         self.X: Any = None
@@ -139,6 +140,8 @@ class PipelineRun:
         self.target: str | None = None
         self.task: str | None = None
         self.classes: Any = None
+        self.positive_class: Any = None
+        self.n_jobs = -1  # threads for estimators; settled by the data's size (limit_threads)
         self.train_index: Any = None
         self.test_index: Any = None
         self.split_cache: dict[str, Any] = {}
@@ -241,6 +244,9 @@ class PipelineRun:
         start = time.perf_counter()
         try:
             yield
+        except BaseException:
+            self.failed_stage = self.failed_stage or name  # the innermost stage that raised
+            raise
         finally:
             elapsed = time.perf_counter() - start
             self.timings[name] = round(self.timings.get(name, 0.0) + elapsed, 4)
@@ -294,16 +300,14 @@ class PipelineRun:
         if isinstance(exc, MlpilotError):
             message = exc.one_line()
         else:
-            message = f"{type(exc).__name__}: {exc}"
+            message = " ".join(str(exc).split()) or type(exc).__name__
             traceback.print_exception(type(exc), exc, tb, file=sys.stderr)
-        self.result["error"] = {
-            "type": type(exc).__name__,
-            "message": message,
-            "stage": self.current_stage,
-        }
+        stage = self.failed_stage or self.current_stage
+        error = {"type": type(exc).__name__, "message": message, "stage": stage}
+        self.result["error"] = error
         self.timings.setdefault("total", round(time.perf_counter() - self._started, 4))
-        self.event("pipeline_failed", stage=self.current_stage, message=message)
-        print(f"error: {message}", file=sys.stderr)
+        self.event("pipeline_failed", stage=stage, message=describe_error(error))
+        print(f"error: {describe_error(error)}", file=sys.stderr)
 
     def _write_result(self, status: str) -> None:
         try:

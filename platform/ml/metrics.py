@@ -32,17 +32,40 @@ def direction(metric: str) -> str:
     return "minimize" if metric in LOWER_IS_BETTER else "maximize"
 
 
-def positive_label(classes: np.ndarray) -> Any:
-    """The class that counts as positive in a binary problem."""
+#: text labels that name the positive class of a binary problem (compared case-insensitively)
+POSITIVE_WORDS = frozenset({"1", "true", "yes", "y", "t", "positive", "pos", "是", "真", "阳性"})
+
+
+def positive_label(classes: np.ndarray, counts: dict[Any, int] | None = None) -> Any:
+    """The class that counts as positive in a binary problem.
+
+    The rule, in order: the number 1; ``True``; a text label that says yes (``yes``,
+    ``true``, ``positive``, ``1``, …, any case); else the minority class (by ``counts``,
+    the training labels' frequencies), else the last class in sorted order.
+    """
     labels = list(classes)
-    for candidate in (1, True, "1", "yes", "Yes", "YES", "true", "True", "positive", "y", "Y"):
-        if candidate in labels:
-            return candidate
+    for label in labels:  # 1 == True in Python: look at the type too
+        is_int = isinstance(label, (int, np.integer)) and not isinstance(label, (bool, np.bool_))
+        if is_int and label == 1:
+            return label
+    for label in labels:
+        if isinstance(label, (bool, np.bool_)) and bool(label):
+            return label
+    for label in labels:
+        if isinstance(label, str) and label.strip().lower() in POSITIVE_WORDS:
+            return label
+    if counts:
+        return min(labels, key=lambda c: (counts.get(c, 0), -labels.index(c)))
     return labels[-1]
 
 
-def sklearn_scorer(metric: str, task: str, classes: np.ndarray | None = None) -> Any:
-    """A scorer for cross_validate / permutation_importance (greater is better)."""
+def sklearn_scorer(
+    metric: str, task: str, classes: np.ndarray | None = None, pos_label: Any = None
+) -> Any:
+    """A scorer for cross_validate / permutation_importance (greater is better).
+
+    ``pos_label`` is the positive class of a binary problem (default: ``positive_label``).
+    """
     from sklearn.metrics import make_scorer
 
     if task == "regression":
@@ -52,6 +75,8 @@ def sklearn_scorer(metric: str, task: str, classes: np.ndarray | None = None) ->
             "r2": "r2",
         }[metric]
     binary = classes is not None and len(classes) == 2
+    if binary and pos_label is None:
+        pos_label = positive_label(classes)
     if metric in ("accuracy", "balanced_accuracy"):
         return metric
     if metric in ("f1", "precision", "recall"):
@@ -59,29 +84,27 @@ def sklearn_scorer(metric: str, task: str, classes: np.ndarray | None = None) ->
 
         func = {"f1": m.f1_score, "precision": m.precision_score, "recall": m.recall_score}[metric]
         if binary:
-            return make_scorer(func, pos_label=positive_label(classes), zero_division=0)
+            return make_scorer(func, pos_label=pos_label, zero_division=0)
         return make_scorer(func, average="weighted", zero_division=0)
     if metric == "roc_auc":
         if not binary:
             return "roc_auc_ovr_weighted"
         return make_scorer(
-            _binary_auc(classes), response_method=("predict_proba", "decision_function")
+            _binary_auc(classes, pos_label), response_method=("predict_proba", "decision_function")
         )
     if metric == "pr_auc":
         if not binary:
             raise ValueError("pr_auc is defined for binary classification only")
         return make_scorer(
-            _binary_ap(classes), response_method=("predict_proba", "decision_function")
+            _binary_ap(classes, pos_label), response_method=("predict_proba", "decision_function")
         )
     if metric == "log_loss":
         return "neg_log_loss"
     raise ValueError(f"unknown metric {metric!r}")
 
 
-def _binary_auc(classes: np.ndarray) -> Any:
+def _binary_auc(classes: np.ndarray, pos: Any) -> Any:
     from sklearn.metrics import roc_auc_score
-
-    pos = positive_label(classes)
 
     def score(y_true: Any, y_score: Any) -> float:
         return float(roc_auc_score(np.asarray(y_true) == pos, _pos_column(y_score, classes, pos)))
@@ -89,10 +112,8 @@ def _binary_auc(classes: np.ndarray) -> Any:
     return score
 
 
-def _binary_ap(classes: np.ndarray) -> Any:
+def _binary_ap(classes: np.ndarray, pos: Any) -> Any:
     from sklearn.metrics import average_precision_score
-
-    pos = positive_label(classes)
 
     def score(y_true: Any, y_score: Any) -> float:
         return float(
@@ -111,7 +132,12 @@ def _pos_column(y_score: Any, classes: np.ndarray, pos: Any) -> np.ndarray:
 
 
 def scores(
-    task: str, y_true: Any, y_pred: Any, y_score: Any = None, classes: np.ndarray | None = None
+    task: str,
+    y_true: Any,
+    y_pred: Any,
+    y_score: Any = None,
+    classes: np.ndarray | None = None,
+    pos_label: Any = None,
 ) -> dict[str, float]:
     """Every metric of the task that can be computed from the predictions."""
     from sklearn import metrics as m
@@ -127,9 +153,9 @@ def scores(
         "balanced_accuracy": float(m.balanced_accuracy_score(y_true, y_pred)),
     }
     binary = classes is not None and len(classes) == 2
-    kwargs: dict[str, Any] = (
-        {"pos_label": positive_label(classes)} if binary else {"average": "weighted"}
-    )
+    if binary and pos_label is None:
+        pos_label = positive_label(classes)
+    kwargs: dict[str, Any] = {"pos_label": pos_label} if binary else {"average": "weighted"}
     out["f1"] = float(m.f1_score(y_true, y_pred, zero_division=0, **kwargs))
     out["precision"] = float(m.precision_score(y_true, y_pred, zero_division=0, **kwargs))
     out["recall"] = float(m.recall_score(y_true, y_pred, zero_division=0, **kwargs))
@@ -137,10 +163,9 @@ def scores(
         y_score = np.asarray(y_score)
         present = len(np.unique(y_true)) > 1
         if binary and present:
-            pos = positive_label(classes)
-            col = _pos_column(y_score, classes, pos)
-            out["roc_auc"] = float(m.roc_auc_score(np.asarray(y_true) == pos, col))
-            out["pr_auc"] = float(m.average_precision_score(np.asarray(y_true) == pos, col))
+            col = _pos_column(y_score, classes, pos_label)
+            out["roc_auc"] = float(m.roc_auc_score(np.asarray(y_true) == pos_label, col))
+            out["pr_auc"] = float(m.average_precision_score(np.asarray(y_true) == pos_label, col))
         elif y_score.ndim == 2 and present:
             with contextlib.suppress(ValueError):
                 out["roc_auc"] = float(

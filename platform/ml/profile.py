@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mlpilot.platform.ml.dtypes import EXCLUDED_KINDS, detect_column
+from mlpilot.platform.ml.dtypes import EXCLUDED_KINDS, detect_schema, id_like_name
 from mlpilot.platform.ml.io import (
     check_readable,
     count_rows,
@@ -113,9 +113,8 @@ def profile_table(path: str | Path, sample_rows: int = SAMPLE_ROWS) -> DataProfi
     resolved = check_readable(path)
     frame = read_table(resolved, nrows=sample_rows)
     columns = []
-    for name in frame.columns:
+    for spec, name in zip(detect_schema(frame), frame.columns, strict=True):
         series = frame[name]
-        spec = detect_column(str(name), series)
         values = series.dropna()
         columns.append(
             ColumnProfile(
@@ -147,8 +146,20 @@ def profile_table(path: str | Path, sample_rows: int = SAMPLE_ROWS) -> DataProfi
     )
 
 
+def target_identifier(column: ColumnProfile) -> bool:
+    """Whether a column named as the target identifies rows (``dtypes.target_is_identifier``):
+    text different in every row, or distinct integers under an id-like name; never floats."""
+    if column.kind != "identifier" or column.dtype.startswith(("float", "Float")):
+        return False
+    if column.dtype.startswith(("int", "Int", "uint", "UInt")):
+        return id_like_name(column.name)
+    return True
+
+
 def infer_task(column: ColumnProfile) -> str:
     """``classification`` or ``regression`` for a target column, from its profile."""
+    if column.kind == "identifier" and not target_identifier(column):
+        return "regression" if column.unique > 20 else "classification"  # distinct integers
     if column.kind in ("boolean", "categorical", "text", "identifier"):
         return "classification"
     if column.kind == "integer" and column.unique <= 20:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from mlpilot.platform.errors import PlanError
-from mlpilot.platform.ml.profile import DataProfile, infer_task
+from mlpilot.platform.ml.profile import DataProfile, infer_task, target_identifier
 from mlpilot.platform.plan.model import Plan, Step
 from mlpilot.platform.tools import CLASSIFICATION_METRICS, REGRESSION_METRICS, ToolRegistry
 
@@ -168,9 +168,11 @@ def _check_target(
             f"load_data: target column {target!r} has a single value ({column.samples[0] if column.samples else ''}); there is nothing to predict",
             hint="choose a column with at least two different values",
         )
-    if column.kind in ("identifier", "text"):
+    if column.kind == "text" or target_identifier(column):
+        what = "free text" if column.kind == "text" else "an identifier"
         raise PlanError(
-            f"load_data: target column {target!r} is {'an identifier' if column.kind == 'identifier' else 'free text'} (different in every row)",
+            f"load_data: target column {target!r} is {what} (different in every row): "
+            "there is nothing to learn",
             hint=f"choose another target; candidates: {describe_candidates(profile)}",
         )
     task = load.args.get("task", "auto")

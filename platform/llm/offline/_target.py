@@ -63,6 +63,7 @@ class Mention:
     column: str
     start: int
     score: float
+    cued: bool = False
 
 
 def _words(name: str) -> list[str]:
@@ -92,11 +93,30 @@ def _has_cjk(text: str) -> bool:
     return bool(re.search(r"[\u4e00-\u9fff]", text))
 
 
+#: a one-letter column ("y", "a") is named only after these words, or in quotes: "train a
+#: model" does not name a column "a"
+_LETTER_CUE = re.compile(r"(predict(s|ing)?|target( column| variable)?( is|=|:)?|for)\s*$")
+
+
+def _letter_named(text: str, start: int) -> bool:
+    before, after = text[:start], text[start + 1 : start + 2]
+    quoted = before[-1:] in "\"'`" and before[-1:] != "" and after == before[-1:]
+    return quoted or bool(_LETTER_CUE.search(before.rstrip("\"'` ")))
+
+
 def find_mentions(text: str, profile: DataProfile) -> list[Mention]:
     """Every place the (normalised) prompt mentions a column, scored."""
     mentions: list[Mention] = []
     prompt_words = [(m.group(0), m.start()) for m in re.finditer(r"[a-z][a-z0-9]*", text)]
     for column in profile.columns:
+        if len(column.name) == 1 and column.name.isascii():
+            pattern = rf"(?<![a-z0-9]){re.escape(column.name.lower())}(?![a-z0-9])"
+            mentions.extend(
+                Mention(column.name, m.start(), 3.01)
+                for m in re.finditer(pattern, text)
+                if _letter_named(text, m.start())
+            )
+            continue
         found = False
         for form in sorted(_variants(column.name), key=len, reverse=True):
             if _has_cjk(form):
@@ -153,13 +173,19 @@ def _usable(column: ColumnProfile) -> bool:
 
 
 def resolve_target(text: str, profile: DataProfile) -> str | None:
-    """The column the prompt asks to predict, or None when it names none."""
-    mentions = [m for m in find_mentions(text, profile) if _usable(profile.column(m.column))]  # type: ignore[arg-type]
+    """The column the prompt asks to predict, or None when it names none.
+
+    A column the prompt names right after a cue ("predict customer_id") is returned even
+    when it cannot be a target, so that validation says why; it is never swapped for
+    another column. Unusable columns the prompt merely mentions are not candidates.
+    """
+    mentions = find_mentions(text, profile)
     if not mentions:
         return None
     for mention in mentions:
         before = text[max(0, mention.start - 40) : mention.start]
-        if CUE.search(before):
+        mention.cued = bool(CUE.search(before))
+        if mention.cued:
             mention.score += 2.0
         # columns named as features to transform are not the target
         if re.search(
@@ -167,5 +193,14 @@ def resolve_target(text: str, profile: DataProfile) -> str | None:
             before,
         ):
             mention.score -= 3.0
-    best = max(mentions, key=lambda m: (m.score, m.start))
+            mention.cued = False
+    candidates = []
+    for mention in mentions:
+        usable = _usable(profile.column(mention.column))  # type: ignore[arg-type]
+        if usable or mention.cued:
+            mention.score -= 0 if usable else 1.0  # a usable cued column wins a tie
+            candidates.append(mention)
+    if not candidates:
+        return None
+    best = max(candidates, key=lambda m: (m.score, m.start))
     return best.column

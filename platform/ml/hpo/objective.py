@@ -95,7 +95,9 @@ class CVObjective:
 
             # a name ("neg_root_mean_squared_error") or a scorer object
             self._scorer = get_scorer(
-                M.sklearn_scorer(self.metric, self.run.task, self.run.classes)
+                M.sklearn_scorer(
+                    self.metric, self.run.task, self.run.classes, self.run.positive_class
+                )
             )
         return self._scorer
 

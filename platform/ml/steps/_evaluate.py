@@ -64,7 +64,7 @@ def _cv_scoring(run: PipelineRun) -> dict[str, Any]:
             continue
         if name in ("log_loss", "roc_auc", "pr_auc") and not hasattr(run.model, "predict_proba"):
             continue
-        scoring[name] = M.sklearn_scorer(name, run.task, run.classes)
+        scoring[name] = M.sklearn_scorer(name, run.task, run.classes, run.positive_class)
     return scoring
 
 
@@ -83,7 +83,7 @@ def _log_plots(run: PipelineRun) -> None:
         )
         scores = _scores(run.model, X_test)
         if scores is not None and len(run.classes) == 2 and y_test.nunique() == 2:
-            pos = M.positive_label(run.classes)
+            pos = run.positive_class
             figures.append(
                 (
                     plots.roc_figure(y_test, M._pos_column(scores, run.classes, pos), pos),
@@ -162,7 +162,9 @@ def _permutation(run: PipelineRun) -> dict[str, float]:
     if len(X_test) > PERMUTATION_ROWS:
         sample = X_test.sample(PERMUTATION_ROWS, random_state=run.seed)
         X_test, y_test = sample, y_test.loc[sample.index]
-    scorer = M.sklearn_scorer(run.main_metric or M.default_metric(run.task), run.task, run.classes)
+    scorer = M.sklearn_scorer(
+        run.main_metric or M.default_metric(run.task), run.task, run.classes, run.positive_class
+    )
     result = permutation_importance(
         run.model, X_test, y_test, n_repeats=3, random_state=run.seed, scoring=scorer
     )

@@ -98,6 +98,7 @@ def build_pipeline(run: PipelineRun, family: str, params: dict[str, Any] | None 
         imbalanced=imbalanced,
         device="gpu" if run.engine == "gpu" else "cpu",
         n_classes=len(run.classes) if run.classes is not None else 0,
+        n_jobs=run.n_jobs,
     )
     return Pipeline(
         [
@@ -147,7 +148,7 @@ def score_on_test(run: PipelineRun) -> dict[str, float]:
         X_test, y_test = _test(run)
         y_pred = run.model.predict(X_test)
         y_score = _scores(run.model, X_test) if run.task == "classification" else None
-        test = M.scores(run.task, y_test, y_pred, y_score, run.classes)
+        test = M.scores(run.task, y_test, y_pred, y_score, run.classes, run.positive_class)
     run.log_metrics({f"test_{k}": v for k, v in test.items()})
     run.result["test_predictions"] = {"n": len(y_test)}
     return test
