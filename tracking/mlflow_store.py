@@ -7,6 +7,7 @@ import os
 import re
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -134,6 +135,23 @@ def _initialise_sqlite(uri: str, artifact_root: str) -> None:
 
     with contextlib.suppress(Exception):  # another process initialised it first
         SqlAlchemyStore(uri, artifact_root)
+
+
+@contextlib.contextmanager
+def scoped_tracking_uri(uri: str) -> Iterator[None]:
+    """MLflow's global tracking URI set to ``uri`` for the block, then restored.
+
+    Only for the MLflow code paths that ignore the explicit client's URI (the registry's
+    resolution of ``models:/m-…``); everything else uses explicit clients.
+    """
+    from mlflow.tracking._tracking_service import utils
+
+    previous = utils._tracking_uri
+    utils.set_tracking_uri(uri)
+    try:
+        yield
+    finally:
+        utils.set_tracking_uri(previous)
 
 
 def make_client(settings: Settings) -> MlflowClient:

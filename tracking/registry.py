@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mlpilot.platform.errors import TrackingError
+from mlpilot.tracking.mlflow_store import scoped_tracking_uri
 
 if TYPE_CHECKING:
     from mlflow import MlflowClient
@@ -269,7 +270,9 @@ def _version_summary(version: Any, aliases: list[str]) -> dict[str, Any]:
         "aliases": aliases,
         "status": version.status,
         "source_run": version.run_id or tags.get(TAG_SOURCE_RUN) or None,
-        "model_uri": version.source,
+        "model_uri": f"models:/{version.model_id}"
+        if getattr(version, "model_id", None)
+        else version.source,
         "metric": metric,
         "metric_value": _number(tags.get(TAG_METRIC_VALUE)),
         "created_at": _iso(version.creation_timestamp),
@@ -316,9 +319,12 @@ def register(
     tags = {k: str(v)[:5000] for k, v in tags.items() if v not in (None, "")}
     model_id = model_uri.split("/", 1)[1] if model_uri.startswith("models:/m-") else None
     with mlflow_errors(f"cannot register {model_uri} as {name!r}"):
-        version = client.create_model_version(
-            name, source=model_uri, run_id=source_run_id, tags=tags, model_id=model_id
-        )
+        # MLflow's database registry resolves models:/m-… through the *global* tracking
+        # URI, not this client's (a TODO in MLflow): point it at this client's store
+        with scoped_tracking_uri(client.tracking_uri):
+            version = client.create_model_version(
+                name, source=model_uri, run_id=source_run_id, tags=tags, model_id=model_id
+            )
         if alias:
             client.set_registered_model_alias(name, alias, version.version)
     return {

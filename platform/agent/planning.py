@@ -41,7 +41,7 @@ def plan_request(
     if data_path is None and context.get("data_path") and Path(context["data_path"]).exists():
         data_path = context["data_path"]
     if plan_file:
-        return _plan_from_file(plan_file, registry, data_path, profile)
+        return _plan_from_file(plan_file, registry, data_path, profile, target)
     if profile is None:
         profile = profile_if_given(data_path)
     if template:
@@ -58,6 +58,8 @@ def plan_request(
             template_params, data_path=profile.path if profile else data_path, target=chosen_target
         )
         validated = validate_plan(plan, registry, profile, check_files=False)
+        if needs_data and target is None and chosen_target is not None:
+            validated.notes.insert(0, f"target {chosen_target!r} carried over from the session")
         return PlanResult(
             plan=validated.plan, planner="template", task=validated.task, notes=validated.notes
         ), profile
@@ -76,7 +78,11 @@ def plan_request(
 
 
 def _plan_from_file(
-    path: str, registry: ToolRegistry, data_path: str | None, profile: DataProfile | None
+    path: str,
+    registry: ToolRegistry,
+    data_path: str | None,
+    profile: DataProfile | None,
+    target: str | None = None,
 ) -> tuple[PlanResult, DataProfile | None]:
     """A saved plan (``mlpilot plan --json > plan.json``), validated like any other."""
     from mlpilot.platform.plan import Plan
@@ -89,6 +95,8 @@ def _plan_from_file(
     load = plan.step("load_data")
     if load is not None and data_path:
         load.args["path"] = data_path
+    if load is not None and target:
+        load.args["target"] = target  # --target wins over what the file says
     if profile is None and load is not None:
         profile = profile_if_given(load.args.get("path"))
         load.args["path"] = profile.path if profile else load.args.get("path")

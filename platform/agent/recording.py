@@ -53,6 +53,8 @@ def record_result(leg: Any, logger: Any, store: Any, outcome: RunOutcome, run_id
         fields["study"] = outcome.study
     if result.get("data"):
         fields["dataset.rows"] = result["data"]["rows"]
+    if result.get("labels"):  # classes, and the positive one of a binary task
+        fields["labels"] = result["labels"]
     store.update_run(run_id, fields)
     if result.get("target"):
         logger.set_tags(

@@ -72,6 +72,21 @@ def _optional_int(name: str, value: str | None) -> int | None:
         raise SettingsError(f"{name}={value!r} is not an integer") from None
 
 
+def _artifact_root(tracking_uri: str, home: Path) -> str | None:
+    """Where new experiments keep artifacts when no server decides it.
+
+    A sqlite store keeps them beside its database file; another database under
+    ``MLPILOT_HOME``. Left to MLflow they would go to ``./mlruns`` of whichever folder
+    the user happens to be in. A tracking server chooses its own (None).
+    """
+    if tracking_uri.startswith(("http://", "https://", "databricks")):
+        return None
+    if tracking_uri.startswith("sqlite:///"):
+        database = Path(tracking_uri.removeprefix("sqlite:///")).expanduser()
+        return (database.resolve().parent / "artifacts").as_uri()
+    return (home / "artifacts").as_uri()
+
+
 @dataclass(frozen=True)
 class Settings:
     """Resolved settings. Paths are absolute; URIs are complete."""
@@ -106,12 +121,8 @@ class Settings:
         def get(name: str, default: str | None = None) -> str | None:
             return merged.get(name, default)
 
-        tracking_uri = get("MLFLOW_TRACKING_URI")
-        artifact_root = None
-        if not tracking_uri:
-            # The embedded default: no server, one sqlite file, artifacts beside it.
-            tracking_uri = f"sqlite:///{home / 'mlflow.db'}"
-            artifact_root = (home / "artifacts").as_uri()
+        tracking_uri = get("MLFLOW_TRACKING_URI") or f"sqlite:///{home / 'mlflow.db'}"
+        artifact_root = _artifact_root(tracking_uri, home)
         storage = get("MLPILOT_OPTUNA_STORAGE") or str(home / "optuna" / "journal.log")
         return cls(
             home=home,

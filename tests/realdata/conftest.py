@@ -74,7 +74,8 @@ def _run_case(case: Case, folder: Path, home: Path) -> CaseResult:
     if case.prompt:
         args = ["run", case.prompt, "--data", "train.csv", "--json"]
     else:
-        args = ["run", "--template", "quick-baseline", "--param", f"model={case.family}"]
+        params = case.params or (f"model={case.family}",)
+        args = ["run", "--template", case.template, *(f"--param={p}" for p in params)]
         args += ["--target", case.target, "--data", "train.csv", "--json"]
     run = _cli(args, env, folder)
     result = CaseResult(case, run_stderr=run.stderr[-3000:], truth=truth, home=home)

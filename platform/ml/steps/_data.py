@@ -282,20 +282,19 @@ def _resolve_task(y_raw: pd.Series, target: str, task: str) -> tuple[str, pd.Ser
     labels, notes = class_labels(y_raw)
     counts = labels.value_counts()
     rare = counts[counts < MIN_CLASS_ROWS]
-    if len(rare) and len(counts) - len(rare) >= 2:
+    if len(counts) - len(rare) < 2:
+        raise DataError(
+            f"target {target!r} has a single class ({str(counts.index[0])[:30]!r}) with "
+            f"{MIN_CLASS_ROWS} or more rows: nothing to predict",
+            hint="choose a column with at least two classes of two or more rows each",
+        )
+    if len(rare):
         # a class seen once can be neither learnt nor tested: its rows go, as AutoGluon does
         labels = labels[~labels.isin(rare.index)]
         named = ", ".join(repr(str(c)) for c in rare.index[:5])
         notes.append(
             f"dropped {int(rare.sum())} rows of classes with fewer than {MIN_CLASS_ROWS} rows "
             f"({named}): a class needs rows to learn from and to test on"
-        )
-        counts = counts.drop(rare.index)
-    if len(counts) < 2:
-        only = str(counts.index[0])[:30] if len(counts) else ""
-        raise DataError(
-            f"target {target!r} has a single class ({only!r}) with enough rows: nothing to predict",
-            hint="choose a column with at least two classes of two or more rows each",
         )
     return task, labels, notes
 
