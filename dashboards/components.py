@@ -7,17 +7,18 @@ from typing import Any
 
 from dash import dcc, html
 
-STATUS_COLORS = {
-    "SUCCEEDED": "#1b873f",
-    "FAILED": "#c62828",
-    "CANCELLED": "#8d6e63",
-    "RUNNING": "#1565c0",
-    "RECORDING": "#1565c0",
-    "PLANNING": "#6a1b9a",
-    "VALIDATING": "#6a1b9a",
-    "GENERATING": "#6a1b9a",
-    "RECEIVED": "#546e7a",
+from mlpilot.tracking.vocab import RunState
+
+_COLOR_OF = {
+    RunState.SUCCEEDED: "#1b873f",
+    RunState.FAILED: "#c62828",
+    RunState.CANCELLED: "#8d6e63",
+    RunState.RUNNING: "#1565c0",
+    RunState.RECORDING: "#1565c0",
+    RunState.RECEIVED: "#546e7a",
 }
+#: one colour per run state; the planning states share purple
+STATUS_COLORS = {s.value: _COLOR_OF.get(s, "#6a1b9a") for s in RunState}
 
 
 def status_badge(status: str | None) -> html.Span:

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mlpilot.dashboards import queries
+from mlpilot.platform.ml.protocol import PipelineEvent
 
 MAX_EVENTS = 400
 
@@ -36,16 +37,16 @@ class JobProgress:
     def state(self, state: str, message: str = "") -> None:
         self._add(f"● {state} {message}".strip())
 
-    def event(self, event: dict[str, Any]) -> None:
-        kind = event.get("type")
+    def event(self, event: PipelineEvent) -> None:
+        kind = event.type
         if kind == "stage_end":
-            self._add(f"  ✓ {event.get('stage')} ({event.get('seconds', 0):.2f} s)")
+            self._add(f"  ✓ {event.stage} ({event.seconds or 0:.2f} s)")
         elif kind == "stage_start":
-            self._add(f"  … {event.get('stage')}")
+            self._add(f"  … {event.stage}")
         elif kind == "trial":
-            self._add(f"  trial {event.get('number')}: best {event.get('best')}")
+            self._add(f"  trial {event.number}: best {event.best}")
         elif kind in ("note", "progress", "pipeline_failed"):
-            self._add(f"    {event.get('message', '')}")
+            self._add(f"    {event.message or ''}")
 
 
 _JOBS: dict[str, Job] = {}

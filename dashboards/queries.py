@@ -16,6 +16,7 @@ from functools import lru_cache
 from typing import Any
 
 from mlpilot.platform.config import Settings, get_settings
+from mlpilot.tracking import vocab
 
 _STATE: dict[str, Any] = {}
 _LOCK = threading.RLock()
@@ -432,11 +433,11 @@ def registered_models() -> list[dict[str, Any]]:
                     "version": v.version,
                     "aliases": [a for a, ver in aliases.items() if str(ver) == str(v.version)],
                     "run_id": v.run_id,
-                    "source_run": tags.get("mlpilot.source_run") or v.run_id,
-                    "prompt": tags.get("mlpilot.prompt", ""),
-                    "metric": tags.get("mlpilot.metric", ""),
-                    "metric_value": tags.get("mlpilot.metric_value", ""),
-                    "fingerprint": tags.get("mlpilot.dataset_fingerprint", ""),
+                    "source_run": tags.get(vocab.TAG_SOURCE_RUN) or v.run_id,
+                    "prompt": tags.get(vocab.TAG_PROMPT, ""),
+                    "metric": tags.get(vocab.TAG_METRIC, ""),
+                    "metric_value": tags.get(vocab.TAG_METRIC_VALUE, ""),
+                    "fingerprint": tags.get(vocab.TAG_FINGERPRINT, ""),
                     "created": v.creation_timestamp,
                 }
             )

@@ -12,36 +12,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from mlpilot.platform.errors import TrackingError
+from mlpilot.tracking import vocab
 
 if TYPE_CHECKING:
     from mlflow import MlflowClient
 
     from mlpilot.platform.config import Settings
 
-TAG_KIND = "mlpilot.kind"
-TAG_SESSION = "mlpilot.session_id"
-TAG_PROMPT = "mlpilot.prompt"
-TAG_PLANNER = "mlpilot.planner"
-TAG_ENGINE = "mlpilot.engine"
-TAG_ENGINE_REQUESTED = "mlpilot.engine.requested"
-TAG_ENGINE_USED = "mlpilot.engine.used"
-TAG_ENGINE_REASON = "mlpilot.engine.reason"
-TAG_TEMPLATE = "mlpilot.template"
-TAG_FINGERPRINT = "mlpilot.dataset_fingerprint"
-TAG_VERSION = "mlpilot.version"
-TAG_STATE = "mlpilot.state"
-TAG_TARGET = "mlpilot.target"
-TAG_TASK = "mlpilot.task"
-TAG_METRIC = "mlpilot.metric"
-TAG_ERROR = "mlpilot.error"
-TAG_ERROR_STAGE = "mlpilot.error.stage"
-#: the positive class of a binary task (the rule: metrics.positive_label)
-TAG_POSITIVE_CLASS = "mlpilot.positive_class"
-KIND_AGENT_RUN = "agent_run"
-AGENT_RUNS_FILTER = "tags.`mlpilot.kind` = 'agent_run'"
-#: MLflow's terminal run statuses and the mlpilot states they end as (DESIGN §2)
-MLFLOW_TO_STATE = {"FINISHED": "SUCCEEDED", "FAILED": "FAILED", "KILLED": "CANCELLED"}
-STATE_TO_MLFLOW = {state: status for status, state in MLFLOW_TO_STATE.items()}
 PROMPT_TAG_CHARS = 500
 CONNECT_TIMEOUT_S = 5.0
 
@@ -69,22 +46,22 @@ def engine_tags(requested: str, used: str, reason: str) -> dict[str, str]:
     """``mlpilot.engine`` carries both the requested and the used engine ("cpu (requested
     auto)"); the parts are also separate tags, to filter on."""
     return {
-        TAG_ENGINE: f"{used} (requested {requested})",
-        TAG_ENGINE_REQUESTED: requested,
-        TAG_ENGINE_USED: used,
-        TAG_ENGINE_REASON: reason[:500],
+        vocab.TAG_ENGINE: f"{used} (requested {requested})",
+        vocab.TAG_ENGINE_REQUESTED: requested,
+        vocab.TAG_ENGINE_USED: used,
+        vocab.TAG_ENGINE_REASON: reason[:500],
     }
 
 
 def engine_of(tags: dict[str, str]) -> dict[str, str | None]:
     """``{requested, used, reason}`` back from a run's tags (either form of ``mlpilot.engine``)."""
-    used = tags.get(TAG_ENGINE_USED)
-    if used is None and TAG_ENGINE in tags:
-        used = tags[TAG_ENGINE].split(" (", 1)[0]
+    used = tags.get(vocab.TAG_ENGINE_USED)
+    if used is None and vocab.TAG_ENGINE in tags:
+        used = tags[vocab.TAG_ENGINE].split(" (", 1)[0]
     return {
-        "requested": tags.get(TAG_ENGINE_REQUESTED),
+        "requested": tags.get(vocab.TAG_ENGINE_REQUESTED),
         "used": used,
-        "reason": tags.get(TAG_ENGINE_REASON),
+        "reason": tags.get(vocab.TAG_ENGINE_REASON),
     }
 
 

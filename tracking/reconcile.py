@@ -26,6 +26,7 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from mlpilot.tracking import mlflow_store as ms
+from mlpilot.tracking import vocab
 from mlpilot.tracking.metadata import ACTIVE_STATES, TERMINAL_STATES, MetadataStore, utcnow
 from mlpilot.tracking.registry import load_json_artifact, model_uri_of_run
 
@@ -75,17 +76,17 @@ def _age_s(run: Any) -> float:
 
 def _state_of(run: Any) -> str:
     """The mlpilot state an MLflow run stands for."""
-    mapped = ms.MLFLOW_TO_STATE.get(run.info.status)
+    mapped = vocab.MLFLOW_TO_STATE.get(run.info.status)
     if mapped:
         return mapped
-    tagged = run.data.tags.get(ms.TAG_STATE)
+    tagged = run.data.tags.get(vocab.TAG_STATE)
     return tagged if tagged in ACTIVE_STATES else "RUNNING"
 
 
 def _error_of(run: Any, state: str) -> dict[str, Any] | None:
     if state not in ("FAILED", "CANCELLED"):
         return None
-    message = run.data.tags.get(ms.TAG_ERROR) or (
+    message = run.data.tags.get(vocab.TAG_ERROR) or (
         "cancelled" if state == "CANCELLED" else "the run failed (reason not recorded)"
     )
     return {"type": "Recovered", "message": message, "stage": None}
@@ -132,7 +133,7 @@ def doc_from_mlflow(client: MlflowClient, run: Any, experiment: str | None) -> d
     profile = load_json_artifact(client, run_id, "data/profile.json") or {}
     dataset = {
         "path": profile.get("path"),
-        "fingerprint": tags.get(ms.TAG_FINGERPRINT) or profile.get("fingerprint"),
+        "fingerprint": tags.get(vocab.TAG_FINGERPRINT) or profile.get("fingerprint"),
         "rows": profile.get("rows"),
         "cols": len(profile.get("columns") or []) or None,
         "schema": [
@@ -140,20 +141,20 @@ def doc_from_mlflow(client: MlflowClient, run: Any, experiment: str | None) -> d
         ],
     }
     fields: dict[str, Any] = {
-        "session_id": tags.get(ms.TAG_SESSION),
+        "session_id": tags.get(vocab.TAG_SESSION),
         "experiment": experiment,
         "experiment_id": run.info.experiment_id,
-        "prompt": _load_text(client, run_id, "prompt.txt") or tags.get(ms.TAG_PROMPT, ""),
-        "planner": tags.get(ms.TAG_PLANNER),
+        "prompt": _load_text(client, run_id, "prompt.txt") or tags.get(vocab.TAG_PROMPT, ""),
+        "planner": tags.get(vocab.TAG_PLANNER),
         "plan": load_json_artifact(client, run_id, "plan.json"),
         "status": state,
         "dataset": dataset,
         "engine": ms.engine_of(tags),
         "metrics": metrics,
         "timings": _timings(metrics),
-        "main_metric": tags.get(ms.TAG_METRIC) or None,
-        "target": tags.get(ms.TAG_TARGET) or None,
-        "task": tags.get(ms.TAG_TASK) or None,
+        "main_metric": tags.get(vocab.TAG_METRIC) or None,
+        "target": tags.get(vocab.TAG_TARGET) or None,
+        "task": tags.get(vocab.TAG_TASK) or None,
         "model": {"uri": _safe_model_uri(client, run_id), "registered_name": None, "version": None},
         "created_at": _when(run.info.start_time) or utcnow(),
         "repaired_from": "mlflow",
@@ -194,7 +195,7 @@ class Reconciler:
     def run(self) -> ReconcileReport:
         seen: set[str] = set()
         experiment_ids = ms.all_experiment_ids(self.client)
-        for run in ms.search_all_runs(self.client, experiment_ids, ms.AGENT_RUNS_FILTER):
+        for run in ms.search_all_runs(self.client, experiment_ids, vocab.AGENT_RUNS_FILTER):
             seen.add(run.info.run_id)
             self._check(run, self.store.get_run(run.info.run_id))
         for doc in self.store.find_runs({"status": {"$in": list(ACTIVE_STATES)}}, limit=0):
@@ -218,13 +219,13 @@ class Reconciler:
             )
             return
         if doc is None:
-            if run.info.status not in ms.MLFLOW_TO_STATE and _age_s(run) < NEW_RUN_GRACE_S:
+            if run.info.status not in vocab.MLFLOW_TO_STATE and _age_s(run) < NEW_RUN_GRACE_S:
                 self.report.in_progress.append(run_id)  # its orchestrator may be writing it now
             else:
                 self._create(run)
             return
         state = _state_of(run)
-        terminal = run.info.status in ms.MLFLOW_TO_STATE
+        terminal = run.info.status in vocab.MLFLOW_TO_STATE
         if not terminal:
             if doc.get("status") in TERMINAL_STATES:
                 self._end_in_mlflow(run, doc["status"])
@@ -285,12 +286,12 @@ class Reconciler:
     def _end_in_mlflow(self, run: Any, state: str) -> None:
         """The document ended but its MLflow run was left RUNNING (MLflow went away at the end)."""
         run_id = run.info.run_id
-        status = ms.STATE_TO_MLFLOW[state]
+        status = vocab.RunState(state).mlflow_status
         self._change(
             run_id, "mlflow-ended", f"MLflow run {run.info.status} → {status}, as recorded"
         )
         if not self.dry_run:
-            self.client.set_tag(run_id, ms.TAG_STATE, state)
+            self.client.set_tag(run_id, vocab.TAG_STATE, state)
             self.client.set_terminated(run_id, status=status)
 
     def _orphaned(self, doc: dict[str, Any]) -> None:
@@ -329,8 +330,8 @@ class Reconciler:
         if self.dry_run:
             return
         error = {"type": "Abandoned", "message": message, "stage": doc.get("status")}
-        self.client.set_tag(run_id, ms.TAG_STATE, "FAILED")
-        self.client.set_tag(run_id, ms.TAG_ERROR, message[:500])
+        self.client.set_tag(run_id, vocab.TAG_STATE, "FAILED")
+        self.client.set_tag(run_id, vocab.TAG_ERROR, message[:500])
         self.client.set_terminated(run_id, status="FAILED")
         self.store.update_run(
             run_id,

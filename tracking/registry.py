@@ -17,25 +17,19 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mlpilot.platform.errors import TrackingError
+from mlpilot.tracking import vocab
 from mlpilot.tracking.mlflow_store import scoped_tracking_uri
+from mlpilot.tracking.vocab import (
+    LINEAGE_RUN_TAGS,
+    LOWER_IS_BETTER,
+    TAG_METRIC_VALUE,
+    TAG_SOURCE_RUN,
+)
 
 if TYPE_CHECKING:
     from mlflow import MlflowClient
 
-LOWER_IS_BETTER = frozenset({"rmse", "mae", "log_loss"})
 DEFAULT_METRICS = ("rmse", "roc_auc", "accuracy", "r2")
-TAG_SOURCE_RUN = "mlpilot.source_run"
-TAG_METRIC_VALUE = "mlpilot.metric_value"
-#: run tags copied onto every registered version
-LINEAGE_RUN_TAGS = (
-    "mlpilot.prompt",
-    "mlpilot.dataset_fingerprint",
-    "mlpilot.session_id",
-    "mlpilot.target",
-    "mlpilot.task",
-    "mlpilot.metric",
-    "mlpilot.template",
-)
 _RUN_ID = re.compile(r"^[0-9A-Za-z-]+$")
 
 
@@ -263,7 +257,7 @@ def list_versions(client: MlflowClient, name: str) -> list[dict[str, Any]]:
 
 def _version_summary(version: Any, aliases: list[str]) -> dict[str, Any]:
     tags = dict(version.tags or {})
-    metric = tags.get("mlpilot.metric")
+    metric = tags.get(vocab.TAG_METRIC)
     return {
         "name": version.name,
         "version": str(version.version),
@@ -312,7 +306,7 @@ def register(
         for key in LINEAGE_RUN_TAGS:
             if run.data.tags.get(key):
                 tags.setdefault(key, run.data.tags[key])
-        metric = tags.get("mlpilot.metric")
+        metric = tags.get(vocab.TAG_METRIC)
         value = run.data.metrics.get(f"test_{metric}") if metric else None
         if value is not None:
             tags.setdefault(TAG_METRIC_VALUE, f"{value:.6g}")
@@ -365,10 +359,10 @@ def describe_version(client: MlflowClient, ref: ModelRef, store: Any = None) -> 
     tags = summary["tags"]
     lineage: dict[str, Any] = {
         "source_run": summary["source_run"],
-        "prompt": tags.get("mlpilot.prompt"),
-        "dataset_fingerprint": tags.get("mlpilot.dataset_fingerprint"),
-        "target": tags.get("mlpilot.target"),
-        "task": tags.get("mlpilot.task"),
+        "prompt": tags.get(vocab.TAG_PROMPT),
+        "dataset_fingerprint": tags.get(vocab.TAG_FINGERPRINT),
+        "target": tags.get(vocab.TAG_TARGET),
+        "task": tags.get(vocab.TAG_TASK),
         "metric": summary["metric"],
         "metric_value": summary["metric_value"],
         "plan": None,
@@ -396,9 +390,9 @@ def _add_run_lineage(
     lineage["run_status"] = run.info.status
     lineage["experiment_id"] = run.info.experiment_id
     lineage["metrics"] = dict(sorted(run.data.metrics.items()))
-    lineage["prompt"] = lineage["prompt"] or run.data.tags.get("mlpilot.prompt")
+    lineage["prompt"] = lineage["prompt"] or run.data.tags.get(vocab.TAG_PROMPT)
     lineage["dataset_fingerprint"] = lineage["dataset_fingerprint"] or run.data.tags.get(
-        "mlpilot.dataset_fingerprint"
+        vocab.TAG_FINGERPRINT
     )
     doc = None
     if store is not None:

@@ -13,22 +13,13 @@ from typing import TYPE_CHECKING, Any
 
 from mlpilot.platform.errors import TrackingError
 from mlpilot.tracking import mlflow_store as ms
+from mlpilot.tracking import vocab
 from mlpilot.tracking.metadata import StoreUnavailable
 
 if TYPE_CHECKING:
     from mlflow import MlflowClient
 
-STATES = (
-    "RECEIVED",
-    "PLANNING",
-    "VALIDATING",
-    "GENERATING",
-    "RUNNING",
-    "RECORDING",
-    "SUCCEEDED",
-    "FAILED",
-    "CANCELLED",
-)
+STATES = vocab.STATES
 SUMMARY_METRIC_PREFIXES = ("test_", "cv_", "hpo_")
 
 
@@ -77,8 +68,8 @@ def summary_from_doc(doc: dict[str, Any]) -> dict[str, Any]:
 def summary_from_mlflow(run: Any, experiment: str | None) -> dict[str, Any]:
     """The same line from an MLflow run, when the store cannot be read."""
     tags = run.data.tags
-    state = ms.MLFLOW_TO_STATE.get(run.info.status) or tags.get(ms.TAG_STATE) or "RUNNING"
-    main = tags.get(ms.TAG_METRIC) or None
+    state = vocab.MLFLOW_TO_STATE.get(run.info.status) or tags.get(vocab.TAG_STATE) or "RUNNING"
+    main = tags.get(vocab.TAG_METRIC) or None
     start, end = run.info.start_time, run.info.end_time
     return {
         "run_id": run.info.run_id,
@@ -87,9 +78,9 @@ def summary_from_mlflow(run: Any, experiment: str | None) -> dict[str, Any]:
         else None,
         "experiment": experiment,
         "status": state,
-        "template": tags.get(ms.TAG_TEMPLATE),
+        "template": tags.get(vocab.TAG_TEMPLATE),
         "engine": ms.engine_of(tags)["used"],
-        "prompt": tags.get(ms.TAG_PROMPT, ""),
+        "prompt": tags.get(vocab.TAG_PROMPT, ""),
         "main_metric": main,
         "value": run.data.metrics.get(f"test_{main}") if main else None,
         "duration_s": round((end - start) / 1000, 2) if start and end else None,
@@ -125,9 +116,9 @@ def list_runs_from_mlflow(
         return []
     names = {i: _experiment_name(client, i) for i in ids}
     wanted = check_status(status)
-    filters = [ms.AGENT_RUNS_FILTER]
-    if wanted in ms.STATE_TO_MLFLOW:
-        filters.append(f"attributes.status = '{ms.STATE_TO_MLFLOW[wanted]}'")
+    filters = [vocab.AGENT_RUNS_FILTER]
+    if wanted in vocab.TERMINAL_STATES:
+        filters.append(f"attributes.status = '{vocab.RunState(wanted).mlflow_status}'")
     elif wanted:
         filters.append("attributes.status = 'RUNNING'")
     runs = ms.search_all_runs(
@@ -135,7 +126,7 @@ def list_runs_from_mlflow(
         ids,
         " and ".join(filters),
         order_by=["attributes.start_time DESC"],
-        limit=limit if not wanted or wanted in ms.STATE_TO_MLFLOW else None,
+        limit=limit if not wanted or wanted in vocab.TERMINAL_STATES else None,
     )
     out = [summary_from_mlflow(r, names.get(r.info.experiment_id)) for r in runs]
     if wanted:
@@ -213,7 +204,7 @@ def _merge(
         plan = load_json_artifact(client, run_id, "plan.json")
     state = doc.get("status")
     if state is None and run is not None:
-        state = ms.MLFLOW_TO_STATE.get(run.info.status) or tags.get(ms.TAG_STATE)
+        state = vocab.MLFLOW_TO_STATE.get(run.info.status) or tags.get(vocab.TAG_STATE)
     engine = doc.get("engine") or (ms.engine_of(tags) if tags else None)
     created = doc.get("created_at")
     if created is None and run is not None and run.info.start_time:
@@ -230,10 +221,10 @@ def _merge(
         "experiment_id": doc.get("experiment_id") or (run.info.experiment_id if run else None),
         "status": state,
         "mlflow_status": run.info.status if run is not None else None,
-        "prompt": doc.get("prompt") or tags.get(ms.TAG_PROMPT),
-        "planner": doc.get("planner") or tags.get(ms.TAG_PLANNER),
-        "template": (plan or {}).get("template") or tags.get(ms.TAG_TEMPLATE),
-        "session_id": doc.get("session_id") or tags.get(ms.TAG_SESSION),
+        "prompt": doc.get("prompt") or tags.get(vocab.TAG_PROMPT),
+        "planner": doc.get("planner") or tags.get(vocab.TAG_PLANNER),
+        "template": (plan or {}).get("template") or tags.get(vocab.TAG_TEMPLATE),
+        "session_id": doc.get("session_id") or tags.get(vocab.TAG_SESSION),
         "engine": engine,
         "created_at": _iso(created),
         "finished_at": _iso(finished),
@@ -245,10 +236,12 @@ def _merge(
         "run_dir": doc.get("run_dir"),
         "artifact_uri": run.info.artifact_uri if run is not None else None,
         "dataset": doc.get("dataset")
-        or ({"fingerprint": tags[ms.TAG_FINGERPRINT]} if ms.TAG_FINGERPRINT in tags else None),
-        "target": doc.get("target") or tags.get(ms.TAG_TARGET),
-        "task": doc.get("task") or tags.get(ms.TAG_TASK),
-        "main_metric": doc.get("main_metric") or tags.get(ms.TAG_METRIC),
+        or (
+            {"fingerprint": tags[vocab.TAG_FINGERPRINT]} if vocab.TAG_FINGERPRINT in tags else None
+        ),
+        "target": doc.get("target") or tags.get(vocab.TAG_TARGET),
+        "task": doc.get("task") or tags.get(vocab.TAG_TASK),
+        "main_metric": doc.get("main_metric") or tags.get(vocab.TAG_METRIC),
         "metrics": dict(sorted(metrics.items())),
         "timings": timings,
         "params": dict(sorted(run.data.params.items())) if run is not None else {},
@@ -260,7 +253,7 @@ def _merge(
         "model": doc.get("model"),
         "study": doc.get("study"),
         "error": doc.get("error")
-        or ({"message": tags[ms.TAG_ERROR]} if ms.TAG_ERROR in tags else None),
+        or ({"message": tags[vocab.TAG_ERROR]} if vocab.TAG_ERROR in tags else None),
         "notes": doc.get("notes") or [],
         "sources": [
             s for s, present in (("mongodb", bool(doc)), ("mlflow", run is not None)) if present
@@ -289,7 +282,7 @@ def compare(client: MlflowClient | None, store: Any, refs: list[str]) -> dict[st
         values = {r["run_id"]: r["metrics"].get(key) for r in runs}
         present = {k: v for k, v in values.items() if isinstance(v, (int, float))}
         if len(present) > 1 and key.startswith(("test_", "cv_")):
-            lower = key.split("_", 1)[1] in ("rmse", "mae", "log_loss")
+            lower = vocab.direction(key) == "minimize"
             best[key] = (min if lower else max)(present, key=present.get)
     return {
         "runs": [

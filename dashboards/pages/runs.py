@@ -10,10 +10,11 @@ from dash import Input, Output, callback, dash_table, dcc, html
 
 from mlpilot.dashboards import queries
 from mlpilot.dashboards.components import STATUS_COLORS
+from mlpilot.tracking.vocab import ACTIVE_STATES, TERMINAL_STATES
 
 dash.register_page(__name__, path="/", name="Runs", title="mlpilot · runs")
 
-STATUSES = ["SUCCEEDED", "FAILED", "CANCELLED", "RUNNING", "PLANNING", "RECORDING"]
+STATUSES = [*TERMINAL_STATES, *ACTIVE_STATES]
 PAGE_SIZE = 25
 COLUMNS = [
     {"id": "created", "name": "created"},

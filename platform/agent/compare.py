@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from mlpilot.platform.execution import Executor, LegResult, cuda_device_status, gpu_libraries_status
+from mlpilot.tracking import vocab
 
 
 def hardware_description() -> dict[str, Any]:
@@ -60,7 +61,7 @@ def run_comparison(
         mlflow_run_id=logger.run_id,
         on_event=on_event,
     )
-    cpu_timings = (cpu.result or {}).get("timings", {})
+    cpu_timings = cpu.result.timings if cpu.result else {}
     available, reason = gpu_leg_status()
     gpu_doc: dict[str, Any] = {"available": available, "reason": reason}
     stages: dict[str, dict[str, Any]] = {
@@ -69,7 +70,7 @@ def run_comparison(
     }
     if available and cpu.ok:
         child = logger.child(
-            "engine-gpu", tags={"mlpilot.kind": "engine_leg", "mlpilot.engine": "gpu"}
+            "engine-gpu", tags={vocab.TAG_KIND: vocab.KIND_ENGINE_LEG, vocab.TAG_ENGINE: "gpu"}
         )
         gpu = executor.run_leg(
             script=script,
@@ -79,8 +80,8 @@ def run_comparison(
             mlflow_run_id=child.run_id,
             on_event=on_event,
         )
-        child.end("FINISHED" if gpu.ok else "FAILED")
-        gpu_timings = (gpu.result or {}).get("timings", {})
+        child.end((vocab.RunState.SUCCEEDED if gpu.ok else vocab.RunState.FAILED).mlflow_status)
+        gpu_timings = gpu.result.timings if gpu.result else {}
         if gpu.ok:
             ratios = speedups(cpu_timings, gpu_timings)
             for stage, ratio in ratios.items():
@@ -96,7 +97,7 @@ def run_comparison(
         gpu_doc.update(available=False, reason="not run: the CPU leg failed")
     logger.set_tags(
         {
-            "mlpilot.compare.gpu": "ran"
+            vocab.TAG_COMPARE_GPU: "ran"
             if gpu_doc["available"]
             else f"unavailable: {gpu_doc['reason']}"[:500]
         }

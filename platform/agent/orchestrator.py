@@ -20,22 +20,23 @@ from mlpilot.platform.agent.recording import record_result, remember_outcome
 from mlpilot.platform.agent.sessions import Session, load_session, save_session
 from mlpilot.platform.config import Settings, get_settings
 from mlpilot.platform.errors import MlpilotError, describe_error
+from mlpilot.platform.ml.protocol import PipelineEvent
 from mlpilot.platform.plan import Plan
+from mlpilot.tracking import vocab
 
-TERMINAL_MLFLOW = {"SUCCEEDED": "FINISHED", "FAILED": "FAILED", "CANCELLED": "KILLED"}
 PROMPT_TAG_CHARS = 500
 
 
 class Progress(Protocol):
     def state(self, state: str, message: str = "") -> None: ...
-    def event(self, event: dict[str, Any]) -> None: ...
+    def event(self, event: PipelineEvent) -> None: ...
 
 
 class SilentProgress:
     def state(self, state: str, message: str = "") -> None:
         pass
 
-    def event(self, event: dict[str, Any]) -> None:
+    def event(self, event: PipelineEvent) -> None:
         pass
 
 
@@ -194,16 +195,16 @@ class Orchestrator:
         from mlpilot.tracking.run_logger import MlflowRunLogger
 
         tags = {
-            ms.TAG_KIND: "agent_run",
-            ms.TAG_SESSION: session.id,
-            ms.TAG_PROMPT: request.prompt[:PROMPT_TAG_CHARS],
-            ms.TAG_PLANNER: planner,
-            ms.TAG_TEMPLATE: plan.template if plan else "none",
-            ms.TAG_VERSION: ms.mlpilot_version(),
-            ms.TAG_STATE: state,
+            vocab.TAG_KIND: vocab.KIND_AGENT_RUN,
+            vocab.TAG_SESSION: session.id,
+            vocab.TAG_PROMPT: request.prompt[:PROMPT_TAG_CHARS],
+            vocab.TAG_PLANNER: planner,
+            vocab.TAG_TEMPLATE: plan.template if plan else "none",
+            vocab.TAG_VERSION: ms.mlpilot_version(),
+            vocab.TAG_STATE: state,
         }
         if fingerprint:
-            tags[ms.TAG_FINGERPRINT] = fingerprint
+            tags[vocab.TAG_FINGERPRINT] = fingerprint
         name = (plan.template if plan else "failed") + "-" + session.id[:6]
         run = client.create_run(experiment_id, run_name=name, tags=tags)
         return MlflowRunLogger(client, run.info.run_id, experiment_id)
@@ -238,7 +239,7 @@ class Orchestrator:
         logger.log_text(request.prompt, "prompt.txt")
         if transcript:
             logger.log_dict(transcript, "llm/transcript.json")
-        logger.set_tags({"mlpilot.state": "FAILED", "mlpilot.error": error["message"][:500]})
+        logger.set_tags({vocab.TAG_STATE: "FAILED", vocab.TAG_ERROR: error["message"][:500]})
         logger.end("FAILED")
         events.append(new_event("FAILED", error["message"]))
         store.create_run(
@@ -352,8 +353,8 @@ class Orchestrator:
             with contextlib.suppress(Exception):
                 cancelled = isinstance(exc, KeyboardInterrupt)
                 final = "CANCELLED" if cancelled else "FAILED"
-                logger.set_tags({"mlpilot.state": final, "mlpilot.error": str(exc)[:500]})
-                logger.end(TERMINAL_MLFLOW[final])
+                logger.set_tags({vocab.TAG_STATE: final, vocab.TAG_ERROR: str(exc)[:500]})
+                logger.end(vocab.RunState(final).mlflow_status)
             raise
 
         def transition(new_state: str, message: str = "", **fields: Any) -> None:
@@ -362,7 +363,7 @@ class Orchestrator:
             store.update_run(
                 run_id, {"status": new_state, **fields}, [new_event(new_state, message)]
             )
-            logger.set_tags({"mlpilot.state": new_state})
+            logger.set_tags({vocab.TAG_STATE: new_state})
             self.progress.state(new_state, message)
 
         try:
@@ -415,12 +416,12 @@ class Orchestrator:
             fields["error"] = outcome.error
             logger.set_tags(
                 {
-                    "mlpilot.error": describe_error(outcome.error)[:500],
-                    "mlpilot.error.stage": str(outcome.error.get("stage") or ""),
+                    vocab.TAG_ERROR: describe_error(outcome.error)[:500],
+                    vocab.TAG_ERROR_STAGE: str(outcome.error.get("stage") or ""),
                 }
             )
         transition(final, describe_error(outcome.error) if outcome.error else "done", **fields)
-        logger.end(TERMINAL_MLFLOW[final])
+        logger.end(vocab.RunState(final).mlflow_status)
         remember_outcome(session, outcome, profile, plan, store)
         store.flush()
         return outcome
@@ -615,30 +616,25 @@ class Orchestrator:
     def _event_handler(self, run_id: str, store: Any) -> Any:
         from mlpilot.tracking.metadata import new_event
 
-        def handle(event: dict[str, Any]) -> None:
+        def handle(event: PipelineEvent) -> None:
             self.progress.event(event)
-            kind = event.get("type")
+            kind = event.type
             if kind in ("stage_end", "pipeline_failed") or (
-                kind == "trial" and int(event.get("number", 0)) % 10 == 9
+                kind == "trial" and int(event.number or 0) % 10 == 9
             ):
-                message = event.get("message") or _describe_event(event)
+                detail = {k: v for k, v in event.to_dict().items() if k != "at"}
                 store.update_run(
                     run_id,
                     {},
-                    [
-                        new_event(
-                            "RUNNING", message, detail={k: v for k, v in event.items() if k != "at"}
-                        )
-                    ],
+                    [new_event("RUNNING", event.message or _describe_event(event), detail=detail)],
                 )
 
         return handle
 
 
-def _describe_event(event: dict[str, Any]) -> str:
-    kind = event.get("type")
-    if kind == "stage_end":
-        return f"{event.get('stage')} done in {event.get('seconds', 0):.2f} s"
-    if kind == "trial":
-        return f"trial {event.get('number')}: value {event.get('value')}, best {event.get('best')}"
-    return str(kind)
+def _describe_event(event: PipelineEvent) -> str:
+    if event.type == "stage_end":
+        return f"{event.stage} done in {event.seconds or 0:.2f} s"
+    if event.type == "trial":
+        return f"trial {event.number}: value {event.value}, best {event.best}"
+    return event.type

@@ -6,41 +6,57 @@ from typing import TYPE_CHECKING, Any
 
 from mlpilot.platform.agent.sessions import Session, save_session
 from mlpilot.platform.errors import describe_error
+from mlpilot.platform.ml import protocol
+from mlpilot.platform.ml.protocol import PipelineResult
 from mlpilot.platform.plan import Plan
+from mlpilot.tracking import vocab
 
 if TYPE_CHECKING:
     from mlpilot.platform.agent.orchestrator import RunOutcome
 
 
 def record_result(leg: Any, logger: Any, store: Any, outcome: RunOutcome, run_id: str) -> None:
-    """RECORDING: the child's result.json into the outcome, MLflow (logs, timings) and MongoDB."""
-    result = leg.result or {}
-    for name in ("stdout.txt", "stderr.txt"):
+    """RECORDING: the child's result into the outcome, MLflow (logs, timings) and MongoDB."""
+    result: PipelineResult = leg.result or PipelineResult(status=protocol.FAILED)
+    for name in (protocol.STDOUT_FILE, protocol.STDERR_FILE):
         path = leg.run_dir / name
         if path.exists():
             logger.log_file(path, "logs")
-    outcome.metrics.update(result.get("metrics", {}))
-    outcome.timings.update(result.get("timings", {}))
-    outcome.model_uri = result.get("model_uri")
-    outcome.importance = result.get("importance")
-    outcome.registered = result.get("registered")
-    outcome.predictions = result.get("predictions")
-    outcome.study = result.get("study")
-    outcome.main_metric = result.get("main_metric")
-    outcome.notes.extend(n for n in result.get("notes", []) if n not in outcome.notes)
+    outcome.metrics.update(result.metrics)
+    outcome.timings.update(result.timings)
+    outcome.model_uri = result.model_uri
+    outcome.importance = result.importance
+    outcome.registered = result.registered
+    outcome.predictions = result.predictions
+    outcome.study = result.study
+    outcome.main_metric = result.main_metric
+    outcome.notes.extend(n for n in result.notes if n not in outcome.notes)
     timings = {
         "stages_s": outcome.timings,
-        "stage_peak_memory_mb": result.get("stage_memory_mb", {}),
-        "peak_memory_mb": result.get("peak_memory_mb"),
+        "stage_peak_memory_mb": result.stage_memory_mb,
+        "peak_memory_mb": result.peak_memory_mb,
         "engine": outcome.engine,
     }
     logger.log_dict(timings, "timings.json")
+    store.update_run(run_id, _run_fields(result, outcome))
+    if result.target:
+        logger.set_tags(
+            {
+                vocab.TAG_TARGET: result.target,
+                vocab.TAG_TASK: result.task or "",
+                vocab.TAG_METRIC: outcome.main_metric or "",
+            }
+        )
+
+
+def _run_fields(result: PipelineResult, outcome: RunOutcome) -> dict[str, Any]:
+    """The MongoDB run document's fields from a finished pipeline (DESIGN §5)."""
     fields: dict[str, Any] = {
         "metrics": outcome.metrics,
         "timings": outcome.timings,
         "main_metric": outcome.main_metric,
-        "task": result.get("task"),
-        "target": result.get("target"),
+        "task": result.task,
+        "target": result.target,
         "notes": outcome.notes,
         "pipeline_path": outcome.pipeline_path,
         "model": {
@@ -51,19 +67,11 @@ def record_result(leg: Any, logger: Any, store: Any, outcome: RunOutcome, run_id
     }
     if outcome.study:
         fields["study"] = outcome.study
-    if result.get("data"):
-        fields["dataset.rows"] = result["data"]["rows"]
-    if result.get("labels"):  # classes, and the positive one of a binary task
-        fields["labels"] = result["labels"]
-    store.update_run(run_id, fields)
-    if result.get("target"):
-        logger.set_tags(
-            {
-                "mlpilot.target": result["target"],
-                "mlpilot.task": result.get("task") or "",
-                "mlpilot.metric": outcome.main_metric or "",
-            }
-        )
+    if result.data:
+        fields["dataset.rows"] = result.data["rows"]
+    if result.labels:  # classes, and the positive one of a binary task
+        fields["labels"] = result.labels
+    return fields
 
 
 def remember_outcome(
@@ -80,14 +88,17 @@ def remember_outcome(
         metric=outcome.main_metric,
     )
     metric = outcome.main_metric
-    if outcome.status == "SUCCEEDED" and metric and f"test_{metric}" in outcome.metrics:
+    if (
+        outcome.status == vocab.RunState.SUCCEEDED
+        and metric
+        and f"test_{metric}" in outcome.metrics
+    ):
         value = outcome.metrics[f"test_{metric}"]
         best = session.context.get("best_run")
-        lower = metric in ("rmse", "mae", "log_loss")
         if (
             not best
             or best.get("metric") != metric
-            or (value < best["value"] if lower else value > best["value"])
+            or vocab.is_better(metric, value, best["value"])
         ):
             session.context["best_run"] = {
                 "run_id": outcome.run_id,

@@ -5,6 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from mlpilot.platform.cli._output import console
+from mlpilot.platform.ml.protocol import PipelineEvent
+from mlpilot.tracking.vocab import RunState
+
+_STATE_STYLE = {RunState.SUCCEEDED: "green", RunState.FAILED: "red", RunState.CANCELLED: "yellow"}
 
 _STAGE_LABELS = {
     "load": "loading data",
@@ -31,32 +35,29 @@ class ConsoleProgress:
     def state(self, state: str, message: str = "") -> None:
         if self.quiet:
             return
-        style = {"SUCCEEDED": "green", "FAILED": "red", "CANCELLED": "yellow"}.get(state, "cyan")
+        style = _STATE_STYLE.get(state, "cyan")
         self.out.print(
             f"[{style}]● {state}[/{style}]" + (f"  {_escape(message)}" if message else "")
         )
 
-    def event(self, event: dict[str, Any]) -> None:
+    def event(self, event: PipelineEvent) -> None:
         if self.quiet:
             return
-        kind = event.get("type")
+        kind, stage = event.type, event.stage or ""
         if kind == "stage_start":
-            stage = event.get("stage", "")
             self.out.print(f"  … {_STAGE_LABELS.get(stage, stage)}")
         elif kind == "stage_end":
             self._stop_bar()
-            self.out.print(
-                f"  ✓ {_STAGE_LABELS.get(event.get('stage', ''), event.get('stage'))} ({event.get('seconds', 0):.2f} s)"
-            )
+            self.out.print(f"  ✓ {_STAGE_LABELS.get(stage, stage)} ({event.seconds or 0:.2f} s)")
         elif kind in ("note", "progress"):
-            self.out.print(f"    {_escape(str(event.get('message', '')))}")
+            self.out.print(f"    {_escape(event.message or '')}")
         elif kind == "trial":
             self._trial(event)
         elif kind == "pipeline_failed":
             self._stop_bar()
-            self.out.print(f"  [red]✗ {_escape(str(event.get('message', '')))}[/red]")
+            self.out.print(f"  [red]✗ {_escape(event.message or '')}[/red]")
 
-    def _trial(self, event: dict[str, Any]) -> None:
+    def _trial(self, event: PipelineEvent) -> None:
         from rich.progress import (
             BarColumn,
             MofNCompleteColumn,
@@ -65,7 +66,7 @@ class ConsoleProgress:
             TimeElapsedColumn,
         )
 
-        total = event.get("total")
+        total = event.total
         if self.bar is None:
             self.bar = Progress(
                 TextColumn("    trials"),
@@ -78,10 +79,10 @@ class ConsoleProgress:
             )
             self.bar.start()
             self.task = self.bar.add_task("", total=total)
-        best = event.get("best")
-        label = " ".join(str(w) for w in ("best", event.get("metric")) if w)
+        best = event.best
+        label = " ".join(str(w) for w in ("best", event.metric) if w)
         # `n` counts the study's finished trials (a resumed study, or other workers', too)
-        position = {"completed": event["n"]} if isinstance(event.get("n"), int) else {"advance": 1}
+        position = {"completed": event.n} if isinstance(event.n, int) else {"advance": 1}
         self.bar.update(
             self.task,
             total=total,

@@ -9,10 +9,11 @@ import typer
 
 from mlpilot.platform.cli._output import console, handle_errors, print_json
 from mlpilot.platform.errors import describe_error
+from mlpilot.tracking.vocab import RunState
 
 app = typer.Typer(help="List, show and compare runs.", no_args_is_help=True)
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON only.")]
-_STATUS_STYLE = {"SUCCEEDED": "green", "FAILED": "red", "CANCELLED": "yellow"}
+_STATUS_STYLE = {RunState.SUCCEEDED: "green", RunState.FAILED: "red", RunState.CANCELLED: "yellow"}
 
 
 def _warn(message: str) -> None:

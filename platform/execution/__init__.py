@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import contextlib
-import json
+import logging
 import os
 import sys
 import threading
@@ -28,9 +28,12 @@ from mlpilot.platform.execution.sandbox import (
     scrubbed_env,
     start_child,
 )
+from mlpilot.platform.ml import protocol
+from mlpilot.platform.ml.protocol import PipelineEvent, PipelineResult, ProtocolError
+
+logger = logging.getLogger(__name__)
 
 __all__ = [
-    "RUN_ID_FILE",
     "ChildResult",
     "EngineChoice",
     "Executor",
@@ -45,28 +48,27 @@ __all__ = [
     "scrubbed_env",
 ]
 
-EventHandler = Callable[[dict[str, Any]], None]
-#: where a pipeline started before its MLflow run exists reads the run id (DESIGN §2 RUNNING)
-RUN_ID_FILE = "mlflow_run_id"
+EventHandler = Callable[[PipelineEvent], None]
 
 
 @dataclass
 class LegResult:
     engine: str
     child: ChildResult
-    result: dict[str, Any] | None
+    result: PipelineResult | None
     run_dir: Path
+    unreadable: str | None = None  # why result.json could not be read
 
     @property
     def ok(self) -> bool:
-        return (
-            self.child.ok and self.result is not None and self.result.get("status") == "succeeded"
-        )
+        return self.child.ok and self.result is not None and self.result.ok
 
     def failure(self) -> dict[str, Any]:
         """``{type, message, stage}`` describing why this leg failed."""
-        if self.result and self.result.get("error"):
-            return dict(self.result["error"])
+        if self.result is not None and self.result.error:
+            return dict(self.result.error)
+        if self.unreadable:
+            return {"type": "ProtocolError", "message": self.unreadable, "stage": "recording"}
         child = self.child
         if child.timed_out:
             return {
@@ -115,9 +117,11 @@ class EventTail:
         self.offset += len(complete)
         for line in complete.splitlines():
             try:
-                self.handler(json.loads(line))
-            except (json.JSONDecodeError, UnicodeDecodeError):
+                event = PipelineEvent.from_json(line.decode("utf-8"))
+            except (ProtocolError, UnicodeDecodeError) as exc:
+                logger.warning("skipped an unreadable pipeline event: %s", exc)
                 continue
+            self.handler(event)
 
 
 class Executor:
@@ -133,18 +137,18 @@ class Executor:
     def child_env(self, *, run_id: str | None, engine: str) -> dict[str, str]:
         s = self.settings
         extra = {
-            "MLPILOT_HOME": str(s.home),
-            "MLPILOT_OPTUNA_STORAGE": s.optuna_storage,
-            "MLPILOT_EXPERIMENT": s.experiment,
-            "MLPILOT_ENGINE_USED": engine,
-            "MLFLOW_TRACKING_URI": s.tracking_uri,
+            protocol.ENV_HOME: str(s.home),
+            protocol.ENV_OPTUNA_STORAGE: s.optuna_storage,
+            protocol.ENV_EXPERIMENT: s.experiment,
+            protocol.ENV_ENGINE_USED: engine,
+            protocol.ENV_TRACKING_URI: s.tracking_uri,
             "PYTHONUNBUFFERED": "1",
             "MPLBACKEND": "Agg",
             "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2",
             "MLFLOW_HTTP_REQUEST_TIMEOUT": "30",
         }
         if run_id:
-            extra["MLFLOW_RUN_ID"] = run_id
+            extra[protocol.ENV_MLFLOW_RUN_ID] = run_id
         return scrubbed_env(extra)
 
     def run_leg(
@@ -183,19 +187,19 @@ class Executor:
         when it first logs.
         """
         run_dir.mkdir(parents=True, exist_ok=True)
-        for stale in ("events.jsonl", "result.json", RUN_ID_FILE):
+        for stale in (protocol.EVENTS_FILE, protocol.RESULT_FILE, protocol.RUN_ID_FILE):
             (run_dir / stale).unlink(missing_ok=True)
         # Options travel in the environment, not argv: `python -m cuml.accel` parses the
         # arguments after the script itself in some releases.
         command = engine_command(engine, str(script), [], python=self.python)
         env = self.child_env(run_id=mlflow_run_id, engine=engine)
-        env["MLPILOT_RUN_DIR"] = str(run_dir)
+        env[protocol.ENV_RUN_DIR] = str(run_dir)
         if not mlflow_run_id:
-            env.pop("MLFLOW_RUN_ID", None)  # one inherited from our own caller is not ours
-            env["MLPILOT_RUN_ID_FILE"] = str(run_dir / RUN_ID_FILE)
-            env["MLPILOT_PARENT_PID"] = str(os.getpid())
+            env.pop(protocol.ENV_MLFLOW_RUN_ID, None)  # one inherited from our caller is not ours
+            env[protocol.ENV_RUN_ID_FILE] = str(run_dir / protocol.RUN_ID_FILE)
+            env[protocol.ENV_PARENT_PID] = str(os.getpid())
         if data_path:
-            env["MLPILOT_DATA"] = data_path
+            env[protocol.ENV_DATA] = data_path
         child = start_child(command, cwd=run_dir, env=env, limits=self.limits)
         try:
             _refresh_package_map(self.settings.home)
@@ -213,7 +217,7 @@ class StartedLeg:
 
     def hand_over_run(self, run_id: str) -> None:
         """Tell a pipeline started without a run which MLflow run to log to."""
-        path = self.run_dir / RUN_ID_FILE
+        path = self.run_dir / protocol.RUN_ID_FILE
         tmp = path.with_suffix(".tmp")
         tmp.write_text(run_id, encoding="utf-8")
         tmp.replace(path)  # the child never sees half a run id
@@ -233,16 +237,13 @@ class StartedLeg:
     def finish(
         self, *, on_event: EventHandler | None = None, cancel: threading.Event | None = None
     ) -> LegResult:
-        tail = EventTail(self.run_dir / "events.jsonl", on_event)
+        tail = EventTail(self.run_dir / protocol.EVENTS_FILE, on_event)
         child = self.child.wait(poll=tail, cancel=cancel)
-        result_path = self.run_dir / "result.json"
-        result = None
-        if result_path.exists():
-            try:
-                result = json.loads(result_path.read_text(encoding="utf-8"))
-            except json.JSONDecodeError:
-                result = None
-        return LegResult(self.engine, child, result, self.run_dir)
+        try:
+            return LegResult(self.engine, child, PipelineResult.read(self.run_dir), self.run_dir)
+        except ProtocolError as exc:
+            logger.warning("unreadable pipeline result in %s: %s", self.run_dir, exc)
+            return LegResult(self.engine, child, None, self.run_dir, unreadable=exc.one_line())
 
 
 def _refresh_package_map(home: Path) -> None:

@@ -25,6 +25,8 @@ from typing import Any, NoReturn
 
 from mlpilot.platform.errors import MlpilotError, TrackingError, describe_error
 from mlpilot.platform.ml.deferred_logger import DeferredRunLogger
+from mlpilot.tracking import vocab
+from mlpilot.tracking.vocab import RunState
 
 EVENTS_FILE = "events.jsonl"
 RESULT_FILE = "result.json"
@@ -277,7 +279,7 @@ class PipelineRun:
             self._fail(exc, tb)
         self._write_result("succeeded" if exc is None else "failed")
         if self.owns_run:
-            self.logger.end("FINISHED" if exc is None else "FAILED")
+            self.logger.end((RunState.SUCCEEDED if exc is None else RunState.FAILED).mlflow_status)
         return exc is not None and not isinstance(exc, (KeyboardInterrupt, SystemExit))
 
     def _finish(self) -> None:
@@ -368,12 +370,7 @@ def await_run_id(path: Path, timeout_s: float = 600.0) -> str:
 
 def _open_logger(args: argparse.Namespace, plan: dict[str, Any]) -> tuple[Any, bool]:
     from mlpilot.platform.config import get_settings
-    from mlpilot.tracking.mlflow_store import (
-        TAG_KIND,
-        ensure_experiment,
-        make_client,
-        mlpilot_version,
-    )
+    from mlpilot.tracking.mlflow_store import ensure_experiment, make_client, mlpilot_version
     from mlpilot.tracking.run_logger import MlflowRunLogger
 
     settings = get_settings()
@@ -392,9 +389,9 @@ def _open_logger(args: argparse.Namespace, plan: dict[str, Any]) -> tuple[Any, b
     run = client.create_run(
         experiment_id,
         tags={
-            TAG_KIND: "pipeline",
-            "mlpilot.source": "pipeline.py",
-            "mlpilot.version": mlpilot_version(),
+            vocab.TAG_KIND: vocab.KIND_PIPELINE,
+            vocab.TAG_SOURCE: "pipeline.py",
+            vocab.TAG_VERSION: mlpilot_version(),
         },
     )
     logger = MlflowRunLogger(client, run.info.run_id, experiment_id)

@@ -7,29 +7,14 @@ from typing import Any
 
 import numpy as np
 
-LOWER_IS_BETTER = frozenset({"rmse", "mae", "log_loss"})
-CLASSIFICATION = (
-    "accuracy",
-    "balanced_accuracy",
-    "f1",
-    "precision",
-    "recall",
-    "roc_auc",
-    "pr_auc",
-    "log_loss",
-)
-REGRESSION = ("rmse", "mae", "r2")
+from mlpilot.tracking import vocab
 
-
-def default_metric(task: str, n_classes: int = 2) -> str:
-    if task == "regression":
-        return "rmse"
-    return "roc_auc" if n_classes == 2 else "accuracy"
-
-
-def direction(metric: str) -> str:
-    """Optuna direction for a metric."""
-    return "minimize" if metric in LOWER_IS_BETTER else "maximize"
+# names, tasks and directions live in the vocabulary; this module computes them
+LOWER_IS_BETTER = vocab.LOWER_IS_BETTER
+CLASSIFICATION = vocab.CLASSIFICATION_METRICS
+REGRESSION = vocab.REGRESSION_METRICS
+default_metric = vocab.default_metric
+direction = vocab.direction
 
 
 #: text labels that name the positive class of a binary problem (compared case-insensitively)

@@ -10,35 +10,16 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 from mlpilot.platform.tools._registry import Bounds, Tool, tool
+from mlpilot.tracking import vocab
 
 Task = Literal["auto", "classification", "regression"]
 ModelName = Literal["rf", "xgb", "lgbm", "hgb", "svm", "linear", "knn", "auto"]
-MetricName = Literal[
-    "accuracy",
-    "balanced_accuracy",
-    "f1",
-    "precision",
-    "recall",
-    "roc_auc",
-    "pr_auc",
-    "log_loss",
-    "rmse",
-    "mae",
-    "r2",
-]
+# built from the vocabulary: the JSON schema lists exactly the metrics mlpilot computes
+MetricName = Literal[tuple(vocab.METRICS)]  # type: ignore[valid-type]
 MODELS: tuple[str, ...] = ModelName.__args__  # type: ignore[attr-defined]
 METRICS: tuple[str, ...] = MetricName.__args__  # type: ignore[attr-defined]
-CLASSIFICATION_METRICS = (
-    "accuracy",
-    "balanced_accuracy",
-    "f1",
-    "precision",
-    "recall",
-    "roc_auc",
-    "pr_auc",
-    "log_loss",
-)
-REGRESSION_METRICS = ("rmse", "mae", "r2")
+CLASSIFICATION_METRICS = vocab.CLASSIFICATION_METRICS
+REGRESSION_METRICS = vocab.REGRESSION_METRICS
 _STEPS = "mlpilot.platform.ml.steps"
 
 

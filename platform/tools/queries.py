@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mlpilot.platform.errors import MlpilotError
+from mlpilot.tracking import vocab
 
 
 @dataclass
@@ -55,10 +56,10 @@ def _run_summary(run: Any) -> dict[str, Any]:
     return {
         "run_id": run.info.run_id,
         "status": run.info.status,
-        "state": tags.get("mlpilot.state"),
-        "prompt": tags.get("mlpilot.prompt", ""),
-        "template": tags.get("mlpilot.template"),
-        "metric": tags.get("mlpilot.metric"),
+        "state": tags.get(vocab.TAG_STATE),
+        "prompt": tags.get(vocab.TAG_PROMPT, ""),
+        "template": tags.get(vocab.TAG_TEMPLATE),
+        "metric": tags.get(vocab.TAG_METRIC),
         "metrics": {
             k: v for k, v in run.data.metrics.items() if k.startswith(("test_", "cv_", "hpo_"))
         },

@@ -83,7 +83,8 @@ def test_a_leg_started_before_its_run_gets_the_run_id_only_from_mlpilot(
     import json
 
     from mlpilot.platform.config import Settings
-    from mlpilot.platform.execution import RUN_ID_FILE, Executor
+    from mlpilot.platform.execution import Executor
+    from mlpilot.platform.ml.protocol import RUN_ID_FILE
 
     monkeypatch.setenv("MLFLOW_RUN_ID", "outer-run")  # type: ignore[attr-defined]
     script = tmp_path / "show_env.py"

@@ -18,12 +18,13 @@ from datetime import datetime, timezone
 from typing import Any
 
 from mlpilot.platform.errors import TrackingError
+from mlpilot.tracking import vocab
 
 RUNS = "runs"
 SESSIONS = "sessions"
 BENCHMARKS = "benchmarks"
-TERMINAL_STATES = ("SUCCEEDED", "FAILED", "CANCELLED")
-ACTIVE_STATES = ("RECEIVED", "PLANNING", "VALIDATING", "GENERATING", "RUNNING", "RECORDING")
+TERMINAL_STATES = vocab.TERMINAL_STATES
+ACTIVE_STATES = vocab.ACTIVE_STATES
 _RETRIES = 20
 
 

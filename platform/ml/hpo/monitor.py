@@ -20,13 +20,14 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from mlpilot.platform.ml.hpo.early_stopping import EarlyStopping
+from mlpilot.tracking import vocab
 
 if TYPE_CHECKING:
     import optuna
 
     from mlpilot.platform.ml.hpo.trial_log import TrialLogger
 
-EARLY_STOP_ATTR = "mlpilot.early_stopped"
+EARLY_STOP_ATTR = vocab.ATTR_EARLY_STOPPED
 #: this many failed trials in a row (in one process) look like a broken setup, not bad luck
 MAX_FAILED_IN_A_ROW = 5
 Emit = Callable[[dict[str, Any]], None]

@@ -21,6 +21,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
+from mlpilot.tracking import vocab
+
 if TYPE_CHECKING:
     import optuna
 
@@ -28,8 +30,8 @@ HEARTBEAT_INTERVAL_S = 10
 #: a trial whose heartbeat is older than this is failed (3 missed beats)
 GRACE_PERIOD_S = 30
 SQLITE_BUSY_TIMEOUT_S = 60
-OWNER_ATTR = "mlpilot.worker"
-FAIL_REASON_ATTR = "mlpilot.fail_reason"
+OWNER_ATTR = vocab.ATTR_WORKER
+FAIL_REASON_ATTR = vocab.ATTR_FAIL_REASON
 
 
 def is_rdb(url_or_path: str) -> bool:

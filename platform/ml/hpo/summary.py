@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mlpilot.platform.ml.hpo.spaces import FAMILY_PARAM, model_params
+from mlpilot.tracking import vocab
 
 if TYPE_CHECKING:
     import optuna
@@ -71,9 +72,9 @@ def log_to_parent(logger: Any, summary: dict[str, Any]) -> None:
     logger.log_metrics(metrics)
     logger.set_tags(
         {
-            "mlpilot.optuna.study": summary["name"],
-            "mlpilot.optuna.storage": summary["storage"],
-            "mlpilot.optuna.best_params": json.dumps(summary["best_params"], default=str),
+            vocab.TAG_OPTUNA_STUDY: summary["name"],
+            vocab.TAG_OPTUNA_STORAGE: summary["storage"],
+            vocab.TAG_OPTUNA_BEST_PARAMS: json.dumps(summary["best_params"], default=str),
         }
     )
 

@@ -15,6 +15,8 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any
 
+from mlpilot.tracking import vocab
+
 if TYPE_CHECKING:
     import optuna
 
@@ -22,7 +24,6 @@ BATCH = 10
 INTERVAL_S = 5.0
 #: after this many failed writes in a row the tracking server is taken as gone: stop trying
 GIVE_UP_AFTER = 3
-_STATUS = {"COMPLETE": "FINISHED", "PRUNED": "FINISHED", "FAIL": "FAILED"}
 
 
 def _ms(moment: Any) -> int | None:
@@ -110,13 +111,13 @@ class TrialLogger:
             owner = trial.user_attrs.get(OWNER_ATTR) or {}
             tags = {
                 "mlflow.parentRunId": self.parent_run_id,
-                "mlpilot.kind": "trial",
-                "mlpilot.trial_state": trial.state.name,
-                "mlpilot.trial_number": str(trial.number),
-                "mlpilot.study": self.study_name,
+                vocab.TAG_KIND: vocab.KIND_TRIAL,
+                vocab.TAG_TRIAL_STATE: trial.state.name,
+                vocab.TAG_TRIAL_NUMBER: str(trial.number),
+                vocab.TAG_STUDY: self.study_name,
             }
             if owner:
-                tags["mlpilot.worker"] = f"{owner.get('host')}:{owner.get('pid')}"
+                tags[vocab.TAG_WORKER] = f"{owner.get('host')}:{owner.get('pid')}"
             run = self.client.create_run(
                 self.experiment_id,
                 start_time=_ms(trial.datetime_start),
@@ -135,11 +136,11 @@ class TrialLogger:
                 child.log_metrics({"intermediate_value": value}, step=step)
             reason = describe_failure(trial)
             if reason:
-                child.set_tags({"mlpilot.fail_reason": reason})
+                child.set_tags({vocab.ATTR_FAIL_REASON: reason})
             child.flush()
             self.client.set_terminated(
                 run.info.run_id,
-                status=_STATUS.get(trial.state.name, "FAILED"),
+                status=vocab.TRIAL_STATE_TO_MLFLOW.get(trial.state.name, "FAILED"),
                 end_time=_ms(trial.datetime_complete),
             )
             self.logged += 1

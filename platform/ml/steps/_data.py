@@ -24,7 +24,7 @@ from mlpilot.platform.ml.dtypes import (
 )
 from mlpilot.platform.ml.features import plan_cleaning
 from mlpilot.platform.ml.io import duplicate_header_names, fingerprint, read_table
-from mlpilot.tracking.mlflow_store import TAG_POSITIVE_CLASS
+from mlpilot.tracking.vocab import TAG_POSITIVE_CLASS
 
 #: MLflow column types of the kinds a pipeline uses, for the data set it records
 _MLFLOW_TYPES = {

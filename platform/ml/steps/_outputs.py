@@ -11,6 +11,7 @@ import pandas as pd
 from mlpilot.platform.errors import MlpilotError
 from mlpilot.platform.ml.context import PipelineRun
 from mlpilot.platform.ml.io import read_table
+from mlpilot.tracking import vocab
 
 
 # -- model logging, registry and prediction ---------------------------------------------------------------
@@ -79,10 +80,10 @@ def register_model(
 
 
 def _lineage(run: PipelineRun) -> dict[str, str]:
-    lineage = {"mlpilot.target": run.target or "", "mlpilot.task": run.task or ""}
+    lineage = {vocab.TAG_TARGET: run.target or "", vocab.TAG_TASK: run.task or ""}
     if run.main_metric and f"test_{run.main_metric}" in run.metrics:
-        lineage["mlpilot.metric"] = run.main_metric
-        lineage["mlpilot.metric_value"] = f"{run.metrics[f'test_{run.main_metric}']:.6g}"
+        lineage[vocab.TAG_METRIC] = run.main_metric
+        lineage[vocab.TAG_METRIC_VALUE] = f"{run.metrics[f'test_{run.main_metric}']:.6g}"
     return lineage
 
 

@@ -1,0 +1,186 @@
+"""The contract between mlpilot (the parent) and a pipeline process (the child).
+
+Both sides import this module and nothing else of each other: the environment variables
+the parent sets and the child reads, the files the child writes into its run folder, and
+the two records that travel through those files — ``PipelineResult`` (``result.json``,
+written once at the end) and ``PipelineEvent`` (one JSON line each in ``events.jsonl``).
+Both records are versioned and strict: a field one side writes and the other does not know
+fails loudly instead of being dropped by a ``.get()``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from mlpilot.platform.errors import MlpilotError
+
+PROTOCOL_VERSION = 1
+
+# -- environment: set by the parent, read by the child ----------------------------------------
+ENV_RUN_DIR = "MLPILOT_RUN_DIR"  # the run folder (events, result, outputs)
+ENV_DATA = "MLPILOT_DATA"  # the data file (options travel in the environment, not argv)
+ENV_ENGINE_USED = "MLPILOT_ENGINE_USED"  # cpu | gpu: what this process runs on
+ENV_RUN_ID_FILE = "MLPILOT_RUN_ID_FILE"  # where the run id appears when started early
+ENV_PARENT_PID = "MLPILOT_PARENT_PID"  # the parent that will hand the run id over
+ENV_MLFLOW_RUN_ID = "MLFLOW_RUN_ID"  # the MLflow run to log to, when it exists at start
+ENV_TRACKING_URI = "MLFLOW_TRACKING_URI"
+ENV_HOME = "MLPILOT_HOME"
+ENV_OPTUNA_STORAGE = "MLPILOT_OPTUNA_STORAGE"
+ENV_EXPERIMENT = "MLPILOT_EXPERIMENT"
+
+# -- files in the run folder --------------------------------------------------------------------
+EVENTS_FILE = "events.jsonl"
+RESULT_FILE = "result.json"
+RUN_ID_FILE = "mlflow_run_id"  # written by the parent once the MLflow run exists
+STDOUT_FILE = "stdout.txt"
+STDERR_FILE = "stderr.txt"
+SCRIPT_FILE = "pipeline.py"
+
+# -- event types --------------------------------------------------------------------------------
+EVENT_TYPES = (
+    "pipeline_start",
+    "stage_start",
+    "stage_end",
+    "progress",
+    "note",
+    "trial",
+    "pipeline_failed",
+    "pipeline_end",
+)
+SUCCEEDED, FAILED = "succeeded", "failed"
+
+
+class ProtocolError(MlpilotError):
+    """A result or event that this version of mlpilot cannot read."""
+
+
+@dataclass
+class PipelineResult:
+    """What a pipeline reports at its end (``result.json``)."""
+
+    status: str  # succeeded | failed
+    version: int = PROTOCOL_VERSION
+    run_id: str | None = None
+    engine: str = "cpu"
+    seed: int | None = None
+    task: str | None = None
+    target: str | None = None
+    model_family: str | None = None
+    main_metric: str | None = None
+    model_uri: str | None = None
+    metrics: dict[str, float] = field(default_factory=dict)
+    timings: dict[str, float] = field(default_factory=dict)
+    stage_memory_mb: dict[str, float] = field(default_factory=dict)
+    peak_memory_mb: float | None = None
+    threads: int | None = None
+    notes: list[str] = field(default_factory=list)
+    error: dict[str, Any] | None = None  # {type, message, stage}
+    data: dict[str, Any] | None = None  # path, rows, cols, schema
+    labels: dict[str, Any] | None = None  # classes, positive
+    adapter: dict[str, Any] | None = None
+    cleaning: dict[str, Any] | None = None
+    features: dict[str, Any] | None = None
+    test_predictions: dict[str, Any] | None = None
+    importance: list[dict[str, Any]] | None = None
+    study: dict[str, Any] | None = None
+    warm_start: str | None = None
+    registered: dict[str, Any] | None = None
+    predictions: dict[str, Any] | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.status == SUCCEEDED
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), indent=2, default=str, ensure_ascii=False)
+
+    @classmethod
+    def from_json(cls, text: str) -> PipelineResult:
+        return cls(**_known(cls, _object(text, RESULT_FILE), RESULT_FILE))
+
+    def write(self, folder: Path) -> None:
+        """Atomically: the parent never reads half a result."""
+        path = folder / RESULT_FILE
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(self.to_json(), encoding="utf-8")
+        tmp.replace(path)
+
+    @classmethod
+    def read(cls, folder: Path) -> PipelineResult | None:
+        """The result in ``folder``; None when the pipeline wrote none (it crashed)."""
+        path = folder / RESULT_FILE
+        if not path.exists():
+            return None
+        return cls.from_json(path.read_text(encoding="utf-8"))
+
+
+@dataclass
+class PipelineEvent:
+    """One line of ``events.jsonl``: progress the parent shows and records as it happens."""
+
+    type: str
+    at: str
+    stage: str | None = None
+    message: str | None = None
+    seconds: float | None = None
+    # pipeline_start
+    engine: str | None = None
+    seed: int | None = None
+    run_id: str | None = None
+    # trial
+    number: int | None = None
+    state: str | None = None
+    value: float | None = None
+    best: float | None = None
+    n: int | None = None
+    total: int | None = None
+    metric: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.type not in EVENT_TYPES:
+            raise ProtocolError(
+                f"unknown pipeline event type {self.type!r}",
+                hint=f"known: {', '.join(EVENT_TYPES)}",
+            )
+
+    def to_dict(self) -> dict[str, Any]:
+        """The set fields only (events stay short lines)."""
+        return {k: v for k, v in asdict(self).items() if v is not None}
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), default=str, ensure_ascii=False)
+
+    @classmethod
+    def from_json(cls, text: str) -> PipelineEvent:
+        return cls(**_known(cls, _object(text, EVENTS_FILE), EVENTS_FILE))
+
+
+def _object(text: str, where: str) -> dict[str, Any]:
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ProtocolError(f"{where} is not JSON: {exc.msg}") from None
+    if not isinstance(data, dict):
+        raise ProtocolError(f"{where} holds {type(data).__name__}, not an object")
+    return data
+
+
+def _known(cls: type, data: dict[str, Any], where: str) -> dict[str, Any]:
+    version = data.get("version", PROTOCOL_VERSION)
+    if version != PROTOCOL_VERSION:
+        raise ProtocolError(
+            f"{where} was written by protocol version {version}; this mlpilot reads "
+            f"version {PROTOCOL_VERSION}",
+            hint="run the pipeline with the same mlpilot version that reads it",
+        )
+    names = {f.name for f in fields(cls)}
+    unknown = sorted(set(data) - names)
+    if unknown:
+        raise ProtocolError(
+            f"{where} has fields this mlpilot does not know: {', '.join(unknown)}",
+            hint="add them to mlpilot.platform.ml.protocol, which both sides read",
+        )
+    return data

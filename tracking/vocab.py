@@ -1,0 +1,180 @@
+"""The words every part of mlpilot shares: run states, tag names, metrics.
+
+Names of states, MLflow tags, Optuna attributes and metrics are spelled here and nowhere
+else; the orchestrator, the runtime, the registry, the CLI, the dashboard and the tools
+derive from these tables (DESIGN §1, "one vocabulary module").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+__all__ = [
+    "CLASSIFICATION_METRICS",
+    "LOWER_IS_BETTER",
+    "METRICS",
+    "REGRESSION_METRICS",
+    "Metric",
+    "RunState",
+    "default_metric",
+    "direction",
+    "is_better",
+]
+
+
+# -- run states (DESIGN §2) ---------------------------------------------------------------------
+class RunState(str, Enum):
+    """A run's state in MongoDB and the CLI; the terminal ones know their MLflow status."""
+
+    RECEIVED = "RECEIVED"
+    PLANNING = "PLANNING"
+    VALIDATING = "VALIDATING"
+    GENERATING = "GENERATING"
+    RUNNING = "RUNNING"
+    RECORDING = "RECORDING"
+    SUCCEEDED = "SUCCEEDED"
+    FAILED = "FAILED"
+    CANCELLED = "CANCELLED"
+
+    def __str__(self) -> str:
+        return self.value
+
+    @property
+    def terminal(self) -> bool:
+        return self in _MLFLOW_STATUS
+
+    @property
+    def mlflow_status(self) -> str:
+        """``FINISHED``, ``FAILED`` or ``KILLED`` for a terminal state, else ``RUNNING``."""
+        return _MLFLOW_STATUS.get(self, "RUNNING")
+
+    @classmethod
+    def from_mlflow(cls, status: str) -> RunState | None:
+        """The terminal state an MLflow run status ends as (None while it runs)."""
+        return next((s for s, m in _MLFLOW_STATUS.items() if m == status), None)
+
+
+_MLFLOW_STATUS = {
+    RunState.SUCCEEDED: "FINISHED",
+    RunState.FAILED: "FAILED",
+    RunState.CANCELLED: "KILLED",
+}
+STATES = tuple(s.value for s in RunState)
+TERMINAL_STATES = tuple(s.value for s in RunState if s.terminal)
+ACTIVE_STATES = tuple(s.value for s in RunState if not s.terminal)
+#: an MLflow run status → the mlpilot state it ends as
+MLFLOW_TO_STATE = {status: state.value for state, status in _MLFLOW_STATUS.items()}
+#: what an ``optuna`` trial state is as a nested MLflow run
+TRIAL_STATE_TO_MLFLOW = {"COMPLETE": "FINISHED", "PRUNED": "FINISHED", "FAIL": "FAILED"}
+
+# -- MLflow tags (DESIGN §4) ---------------------------------------------------------------------
+TAG_KIND = "mlpilot.kind"
+TAG_SESSION = "mlpilot.session_id"
+TAG_PROMPT = "mlpilot.prompt"
+TAG_PLANNER = "mlpilot.planner"
+TAG_ENGINE = "mlpilot.engine"
+TAG_ENGINE_REQUESTED = "mlpilot.engine.requested"
+TAG_ENGINE_USED = "mlpilot.engine.used"
+TAG_ENGINE_REASON = "mlpilot.engine.reason"
+TAG_TEMPLATE = "mlpilot.template"
+TAG_FINGERPRINT = "mlpilot.dataset_fingerprint"
+TAG_VERSION = "mlpilot.version"
+TAG_SOURCE = "mlpilot.source"
+TAG_STATE = "mlpilot.state"
+TAG_TARGET = "mlpilot.target"
+TAG_TASK = "mlpilot.task"
+TAG_METRIC = "mlpilot.metric"
+TAG_ERROR = "mlpilot.error"
+TAG_ERROR_STAGE = "mlpilot.error.stage"
+#: the positive class of a binary task (the rule: ``metrics.positive_label``)
+TAG_POSITIVE_CLASS = "mlpilot.positive_class"
+TAG_COMPARE_GPU = "mlpilot.compare.gpu"
+# registry lineage on model versions
+TAG_SOURCE_RUN = "mlpilot.source_run"
+TAG_METRIC_VALUE = "mlpilot.metric_value"
+# the Optuna study of a run
+TAG_OPTUNA_STUDY = "mlpilot.optuna.study"
+TAG_OPTUNA_STORAGE = "mlpilot.optuna.storage"
+TAG_OPTUNA_BEST_PARAMS = "mlpilot.optuna.best_params"
+# nested trial runs
+TAG_STUDY = "mlpilot.study"
+TAG_TRIAL_NUMBER = "mlpilot.trial_number"
+TAG_TRIAL_STATE = "mlpilot.trial_state"
+TAG_WORKER = "mlpilot.worker"
+# values of TAG_KIND
+KIND_AGENT_RUN = "agent_run"
+KIND_PIPELINE = "pipeline"
+KIND_TRIAL = "trial"
+KIND_ENGINE_LEG = "engine_leg"
+AGENT_RUNS_FILTER = f"tags.`{TAG_KIND}` = '{KIND_AGENT_RUN}'"
+#: tags a registered version copies from its source run (lineage)
+LINEAGE_RUN_TAGS = (
+    TAG_PROMPT,
+    TAG_FINGERPRINT,
+    TAG_SESSION,
+    TAG_TARGET,
+    TAG_TASK,
+    TAG_METRIC,
+    TAG_TEMPLATE,
+)
+
+# -- Optuna attributes ---------------------------------------------------------------------------
+#: the study's recipe (``hpo.spec.StudySpec``)
+ATTR_SPEC = "mlpilot"
+#: which process ran a trial (host, pid, start time), for the reaper
+ATTR_WORKER = "mlpilot.worker"
+ATTR_FAIL_REASON = "mlpilot.fail_reason"
+ATTR_EARLY_STOPPED = "mlpilot.early_stopped"
+
+
+# -- metrics (DESIGN §3) -------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Metric:
+    name: str
+    task: str  # classification | regression
+    direction: str  # maximize | minimize
+    binary_only: bool = False
+
+
+METRICS: dict[str, Metric] = {
+    m.name: m
+    for m in (
+        Metric("accuracy", "classification", "maximize"),
+        Metric("balanced_accuracy", "classification", "maximize"),
+        Metric("f1", "classification", "maximize"),
+        Metric("precision", "classification", "maximize"),
+        Metric("recall", "classification", "maximize"),
+        Metric("roc_auc", "classification", "maximize"),
+        Metric("pr_auc", "classification", "maximize", binary_only=True),
+        Metric("log_loss", "classification", "minimize"),
+        Metric("rmse", "regression", "minimize"),
+        Metric("mae", "regression", "minimize"),
+        Metric("r2", "regression", "maximize"),
+    )
+}
+CLASSIFICATION_METRICS = tuple(n for n, m in METRICS.items() if m.task == "classification")
+REGRESSION_METRICS = tuple(n for n, m in METRICS.items() if m.task == "regression")
+LOWER_IS_BETTER = frozenset(n for n, m in METRICS.items() if m.direction == "minimize")
+
+
+def direction(metric: str) -> str:
+    """Optuna's direction for a metric (``test_rmse`` and ``cv_rmse`` count as ``rmse``)."""
+    return "minimize" if _base(metric) in LOWER_IS_BETTER else "maximize"
+
+
+def is_better(metric: str, value: float, than: float) -> bool:
+    return value < than if direction(metric) == "minimize" else value > than
+
+
+def default_metric(task: str, n_classes: int = 2) -> str:
+    if task == "regression":
+        return "rmse"
+    return "roc_auc" if n_classes == 2 else "accuracy"
+
+
+def _base(metric: str) -> str:
+    for prefix in ("test_", "cv_", "hpo_"):
+        if metric.startswith(prefix) and metric[len(prefix) :] in METRICS:
+            return metric[len(prefix) :]
+    return metric
