@@ -78,7 +78,7 @@ def seed_study(home: Path, n: int) -> float:
     import optuna
     from optuna.distributions import FloatDistribution, IntDistribution
 
-    from mlpilot.platform.ml.tuning import open_storage
+    from mlpilot.platform.ml.hpo import open_storage
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     start = time.perf_counter()

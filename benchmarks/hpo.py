@@ -90,12 +90,13 @@ def test_score(run: Any, params: dict[str, Any], case: Case) -> float:
     from sklearn.metrics import get_scorer
 
     from mlpilot.platform.ml import metrics as M
-    from mlpilot.platform.ml.steps import _test, _train, build_pipeline
 
-    model = build_pipeline(run, case.model, params).fit(*_train(run))
-    scorer = get_scorer(M.sklearn_scorer(case.metric, run.task, run.classes, run.positive_class))
+    model = run.build_pipeline(case.model, params).fit(*run.data.train())
+    scorer = get_scorer(
+        M.sklearn_scorer(case.metric, run.data.task, run.data.classes, run.data.positive_class)
+    )
     sign = -1.0 if case.metric in M.LOWER_IS_BETTER else 1.0
-    return sign * float(scorer(model, *_test(run)))
+    return sign * float(scorer(model, *run.data.test()))
 
 
 def study_leg(

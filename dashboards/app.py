@@ -21,7 +21,12 @@ NAV = [
     ("Models", "/models"),
     ("Chat", "/chat"),
 ]
-MAX_UPLOAD_MB = float(os.environ.get("MLPILOT_DASH_MAX_UPLOAD_MB", "50"))
+
+
+def max_upload_mb() -> float:
+    """MLPILOT_DASH_MAX_UPLOAD_MB: the largest file the chat page takes."""
+    return get_settings().dash_max_upload_mb
+
 
 CSS = """
 body { font-family: system-ui, -apple-system, Segoe UI, sans-serif; margin: 0; color: #1f2933; background: #f5f7fa; }
@@ -63,7 +68,7 @@ def create_app(settings: Settings | None = None) -> Dash:
         update_title=None,
     )
     app.server.config["MAX_CONTENT_LENGTH"] = int(
-        MAX_UPLOAD_MB * 1024 * 1024 * 1.4
+        max_upload_mb() * 1024 * 1024 * 1.4
     )  # base64 overhead
     app.index_string = app.index_string.replace("</head>", f"<style>{CSS}</style></head>")
     app.layout = html.Div(

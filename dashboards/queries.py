@@ -305,7 +305,7 @@ def benchmarks(limit: int = 500) -> list[dict[str, Any]]:
 def _optuna_storage() -> Any:
     with _LOCK:
         if "optuna" not in _STATE:
-            from mlpilot.platform.ml.tuning import open_storage
+            from mlpilot.platform.ml.hpo import open_storage
 
             _STATE["optuna"] = open_storage(settings().optuna_storage)
         return _STATE["optuna"]

@@ -11,7 +11,7 @@ import dash
 from dash import Input, Output, State, callback, dcc, html, no_update
 
 from mlpilot.dashboards import jobs, queries
-from mlpilot.dashboards.app import MAX_UPLOAD_MB, upload_folder
+from mlpilot.dashboards.app import max_upload_mb, upload_folder
 from mlpilot.dashboards.components import card, empty, kv_table, text_block
 
 dash.register_page(__name__, path="/chat", name="Chat", title="mlpilot · chat")
@@ -31,7 +31,7 @@ def layout(**_: Any) -> html.Div:
             dcc.Upload(
                 id="chat-upload",
                 children=html.Div(["Drop a data file here or ", html.A("choose one")]),
-                max_size=int(MAX_UPLOAD_MB * 1024 * 1024),
+                max_size=int(max_upload_mb() * 1024 * 1024),
                 style={"border": "1px dashed #9fb3c8", "padding": "0.8rem", "borderRadius": "6px"},
             ),
             html.Div(id="chat-upload-status"),
@@ -104,8 +104,8 @@ def upload(contents: str | None, filename: str | None, session_id: str | None) -
             f"not uploaded: {filename} is not a CSV, TSV, Parquet, JSON-lines or Excel file"
         )
     payload = base64.b64decode(contents.split(",", 1)[1])
-    if len(payload) > MAX_UPLOAD_MB * 1024 * 1024:
-        return text_block(f"not uploaded: larger than {MAX_UPLOAD_MB:g} MB")
+    if len(payload) > max_upload_mb() * 1024 * 1024:
+        return text_block(f"not uploaded: larger than {max_upload_mb():g} MB")
     session_id = _ensure_session(session_id)
     path = upload_folder(session_id) / name
     path.write_bytes(payload)

@@ -5,12 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from mlpilot.platform.agent.templates import TemplateCatalog, builtin_templates
 from mlpilot.platform.config import Settings
 from mlpilot.platform.errors import PlanError
 from mlpilot.platform.llm import PlanningRequest, PlanResult, make_planner
 from mlpilot.platform.ml.profile import DataProfile, profile_table
 from mlpilot.platform.plan import validate_plan
+from mlpilot.platform.plan.templates import TemplateCatalog, builtin_templates
 from mlpilot.platform.tools import ToolRegistry, default_registry
 
 

@@ -59,7 +59,7 @@ def list_tools(
 @handle_errors
 def list_templates(json_out: Annotated[bool, typer.Option("--json")] = False) -> None:
     """Every workflow template with its steps and parameters."""
-    from mlpilot.platform.agent.templates import builtin_templates
+    from mlpilot.platform.plan.templates import builtin_templates
 
     catalog = builtin_templates()
     if json_out:

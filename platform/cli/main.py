@@ -179,6 +179,9 @@ app.add_typer(datasets.app, name="datasets")
 
 
 def main() -> None:
+    from mlpilot.platform.config.logs import configure_logging
+
+    configure_logging()
     if sys.argv[1:2] != ["run"]:
         app()
         return
@@ -191,7 +194,7 @@ def main() -> None:
         if isinstance(exc.code, str):
             print(exc.code, file=sys.stderr)
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-    from mlpilot.platform.ml.context import exit_process
+    from mlpilot.platform.ml.entry import exit_process
 
     exit_process(code)
 

@@ -108,6 +108,7 @@ def render_pipeline(
     imports: dict[str, list[str]] = {}
     aliases: dict[str, str] = {}
     calls = []
+    runtime: dict[str, dict[str, str]] = {}
     for step in execution_order(plan, registry):
         tool = registry.get(step.tool)
         if tool.kind == "query":
@@ -116,6 +117,7 @@ def render_pipeline(
             continue
         module, function = _split_runtime(tool.runtime)
         key = f"{module}:{function}"
+        runtime[step.tool] = {"function": key, "stage": tool.stage or ""}
         if key not in aliases:
             taken = set(aliases.values())
             alias = function if function not in taken else f"{function}_{len(taken)}"
@@ -142,13 +144,14 @@ def render_pipeline(
             data=data_path,
             seed=seed,
             plan=plan.to_dict(),
+            runtime=runtime,
         )
     )
     verify_script(source, allowed_calls=set(aliases.values()))
     return source
 
 
-_FRAME_CALLS = {"PipelineRun.from_argv", "exit_process", "main"}
+_FRAME_CALLS = {"open_pipeline", "exit_process", "main"}
 
 
 def verify_script(source: str, allowed_calls: set[str]) -> None:

@@ -25,6 +25,7 @@ else:  # pragma: no cover - exercised on Python 3.10 only
 ENGINES = ("auto", "cpu", "gpu", "compare")
 LLM_MODES = ("auto", "offline", "openai")
 REASONING_MODES = ("off", "on")
+LOG_LEVELS = ("debug", "info", "warning", "error")
 
 DEFAULT_LLM_BASE_URL = "https://integrate.api.nvidia.com/v1"
 DEFAULT_LLM_MODEL = "nvidia/nvidia-nemotron-nano-9b-v2"
@@ -61,6 +62,12 @@ def _field_path(name: str, value: str) -> str:
             hint="use a field name or a dotted path, e.g. max_thinking_tokens or nvext.max_thinking_tokens",
         )
     return value
+
+
+def _optional_positive(name: str, value: str | None) -> float | None:
+    if value is None or value.strip() == "":
+        return None
+    return _positive_float(name, value)
 
 
 def _optional_int(name: str, value: str | None) -> int | None:
@@ -111,6 +118,13 @@ class Settings:
     mongo_timeout_ms: int
     dash_user: str | None
     dash_password: str | None = field(repr=False)
+    #: MLFLOW_TRACKING_URI was set (not the embedded default)
+    tracking_uri_set: bool = False
+    dash_max_upload_mb: float = 50.0
+    memory_budget_mb: float | None = None
+    log_level: str = "WARNING"
+    #: OMP_NUM_THREADS, when set: the thread count pipelines train with
+    threads: int | None = None
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -163,6 +177,17 @@ class Settings:
             ),
             dash_user=get("MLPILOT_DASH_USER"),
             dash_password=get("MLPILOT_DASH_PASSWORD"),
+            tracking_uri_set=bool(get("MLFLOW_TRACKING_URI")),
+            dash_max_upload_mb=_positive_float(
+                "MLPILOT_DASH_MAX_UPLOAD_MB", get("MLPILOT_DASH_MAX_UPLOAD_MB", "50") or "50"
+            ),
+            memory_budget_mb=_optional_positive(
+                "MLPILOT_MEMORY_BUDGET_MB", get("MLPILOT_MEMORY_BUDGET_MB")
+            ),
+            log_level=_choice(
+                "MLPILOT_LOG_LEVEL", get("MLPILOT_LOG_LEVEL", "WARNING") or "WARNING", LOG_LEVELS
+            ).upper(),
+            threads=_optional_int("OMP_NUM_THREADS", get("OMP_NUM_THREADS")),
         )
 
     @property

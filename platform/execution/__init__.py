@@ -147,6 +147,8 @@ class Executor:
             "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2",
             "MLFLOW_HTTP_REQUEST_TIMEOUT": "30",
         }
+        if s.memory_budget_mb is not None:  # the child reads the table within it
+            extra["MLPILOT_MEMORY_BUDGET_MB"] = f"{s.memory_budget_mb:g}"
         if run_id:
             extra[protocol.ENV_MLFLOW_RUN_ID] = run_id
         return scrubbed_env(extra)

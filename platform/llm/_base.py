@@ -7,9 +7,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from mlpilot.platform.agent.templates import TemplateCatalog
     from mlpilot.platform.ml.profile import DataProfile
     from mlpilot.platform.plan import Plan
+    from mlpilot.platform.plan.templates import TemplateCatalog
     from mlpilot.platform.tools import ToolRegistry
 
 

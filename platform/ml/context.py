@@ -1,35 +1,34 @@
-"""``PipelineRun``: the state a generated pipeline carries from step to step.
+"""``PipelineRun``: one pipeline's data, model, logger and progress, from start to result.
 
-It parses the script's command line, opens the MLflow run to log to (the one the parent
-passes in ``MLFLOW_RUN_ID``, a new one when the script runs on its own, or none with
-``--no-track``), times every stage, appends progress to ``events.jsonl`` and writes
-``result.json`` at the end, whether the pipeline succeeded or failed.
+The run owns two typed parts that steps read and write — ``data`` (``state.DataState``)
+and ``model`` (``state.ModelState``) — and what the parent sees through the protocol
+(``protocol``): an event per stage in ``events.jsonl`` and a ``PipelineResult`` in
+``result.json`` at the end, whether the pipeline succeeded or failed. How a script gets
+its run (command line, environment, MLflow) is ``entry``'s business.
 """
 
 from __future__ import annotations
 
-import argparse
-import contextlib
-import functools
-import json
-import os
+import logging
 import resource
 import sys
 import time
 import traceback
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
-from mlpilot.platform.errors import MlpilotError, TrackingError, describe_error
+from mlpilot.platform.errors import MlpilotError, describe_error
+from mlpilot.platform.ml import modeling, protocol
 from mlpilot.platform.ml.deferred_logger import DeferredRunLogger
-from mlpilot.tracking import vocab
+from mlpilot.platform.ml.protocol import PipelineEvent, PipelineResult
+from mlpilot.platform.ml.state import DataState, ModelState
 from mlpilot.tracking.vocab import RunState
 
-EVENTS_FILE = "events.jsonl"
-RESULT_FILE = "result.json"
+logger = logging.getLogger(__name__)
+Finisher = Callable[["PipelineRun"], None]
 
 
 def _now() -> str:
@@ -52,55 +51,8 @@ def free_gpu_memory() -> None:
 
         cupy.get_default_memory_pool().free_all_blocks()
         cupy.get_default_pinned_memory_pool().free_all_blocks()
-    except Exception:  # no CuPy, or no device: nothing cached to free
-        pass
-
-
-def exit_process(code: int) -> NoReturn:
-    """End the process with ``code`` after the exit handlers, skipping interpreter teardown.
-
-    Tearing down pandas, scikit-learn and MLflow module by module takes about a third of
-    a second and saves nothing. The ``atexit`` handlers still run: MLflow flushes its
-    asynchronous trace export there.
-    """
-    import atexit
-    import logging
-
-    with contextlib.suppress(Exception):
-        atexit._run_exitfuncs()
-    for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(Exception):
-            stream.flush()
-    logging.shutdown()
-    os._exit(code)
-
-
-def parse_args(argv: list[str] | None, default_data: str | None) -> argparse.Namespace:
-    # mlpilot's executor passes its options in MLPILOT_* variables: argv is not safe to use
-    # under `python -m cudf.pandas -m cuml.accel`. A person running the script uses flags.
-    parser = argparse.ArgumentParser(description="Run this mlpilot pipeline.")
-    parser.add_argument(
-        "--data",
-        default=os.environ.get("MLPILOT_DATA") or default_data,
-        help="data file (default: the file planned on)",
-    )
-    parser.add_argument("--no-track", action="store_true", help="log nothing to MLflow")
-    parser.add_argument("--experiment", default=None, help="MLflow experiment for a standalone run")
-    parser.add_argument(
-        "--run-dir",
-        default=os.environ.get("MLPILOT_RUN_DIR"),
-        help="folder for events.jsonl, result.json and outputs (default: the working directory)",
-    )
-    parser.add_argument(
-        "--engine",
-        choices=("cpu", "gpu"),
-        default=None,
-        help="engine this process runs on (default: MLPILOT_ENGINE_USED, else cpu)",
-    )
-    parser.add_argument(
-        "--seed", type=int, default=None, help="random seed (default: the planned one)"
-    )
-    return parser.parse_args(argv)
+    except Exception as exc:  # no CuPy, or no device: nothing cached to free
+        logger.debug("no GPU memory freed: %s", exc)
 
 
 class PipelineRun:
@@ -115,78 +67,44 @@ class PipelineRun:
         run_dir: Path,
         logger: Any = None,
         engine: str = "cpu",
-        owns_run: bool = False,
         pending_logger: DeferredRunLogger | None = None,
+        runtime: dict[str, dict[str, str]] | None = None,
+        handed_run_id: str | None = None,
     ) -> None:
         self.plan = plan
         self.seed = seed
         self.data_path = data_path
         self.run_dir = run_dir
+        self.engine = engine
+        #: tool → {"function": "module:function", "stage": …}, as codegen rendered them
+        self.runtime = dict(runtime or {})
         self._logger = logger
         self._pending_logger = pending_logger
-        self.engine = engine
-        self._owns_run = owns_run
+        self._handed_run_id = handed_run_id
+        self.data = DataState()
+        self.model = ModelState()
+        self.result = PipelineResult(status="", engine=engine, seed=seed)
+        self.n_jobs = -1  # threads for estimators: settled by the data's size (steps)
         self.exit_code = 0
-        self.timings: dict[str, float] = {}
-        self.stage_memory_mb: dict[str, float] = {}
-        self.metrics: dict[str, float] = {}
-        self.notes: list[str] = []
-        self.result: dict[str, Any] = {}
         self.current_stage: str | None = None
         self.failed_stage: str | None = None
+        self._finishers: list[Finisher] = []
         self._started = time.perf_counter()
-        # data and decisions, filled by the steps
-        self.X: Any = None
-        self.y: Any = None
-        self.specs: list[Any] = []
-        self.target: str | None = None
-        self.task: str | None = None
-        self.classes: Any = None
-        self.positive_class: Any = None
-        self.n_jobs = -1  # threads for estimators; settled by the data's size (limit_threads)
-        self.train_index: Any = None
-        self.test_index: Any = None
-        self.split_cache: dict[str, Any] = {}
-        self.raw_example: Any = None
-        self.cleaning: Any = None
-        self.features: Any = None
-        self.model: Any = None
-        self.model_family: str | None = None
-        self.model_params: dict[str, Any] = {}
-        self.main_metric: str | None = None
-        self.model_uri: str | None = None
-        self.model_logged = False
 
-    # -- construction -----------------------------------------------------------------
-    @classmethod
-    def from_argv(
-        cls,
-        argv: list[str] | None,
-        *,
-        plan: dict[str, Any],
-        seed: int,
-        default_data: str | None,
-    ) -> PipelineRun:
-        args = parse_args(argv, default_data)
-        run_dir = Path(args.run_dir or os.getcwd()).resolve()
-        run_dir.mkdir(parents=True, exist_ok=True)
-        engine = args.engine or os.environ.get("MLPILOT_ENGINE_USED", "cpu")
-        # MLflow opens when training starts (see DeferredRunLogger), or when first needed;
-        # with --no-track there is nothing to open (the logger logs nothing)
-        pending = (
-            None
-            if args.no_track
-            else DeferredRunLogger(functools.partial(_open_logger, args, plan))
-        )
-        return cls(
-            plan=plan,
-            seed=args.seed if args.seed is not None else seed,
-            data_path=args.data,
-            run_dir=run_dir,
-            engine=engine,
-            pending_logger=pending,
-        )
+    # the result's own dicts: one place for what is reported
+    @property
+    def metrics(self) -> dict[str, float]:
+        return self.result.metrics
 
+    @property
+    def timings(self) -> dict[str, float]:
+        return self.result.timings
+
+    @property
+    def notes(self) -> list[str]:
+        return self.result.notes
+
+    # -- tracking ------------------------------------------------------------------------
     @property
     def logger(self) -> Any:
         """The run's logger (calls that need MLflow open wait for it)."""
@@ -199,36 +117,47 @@ class PipelineRun:
                 self._logger = self._pending_logger
         return self._logger
 
+    @logger.setter
+    def logger(self, value: Any) -> None:
+        self._logger, self._pending_logger = value, None
+
     def opened_logger(self) -> Any:
         """The logger once MLflow is open (waits for the opening thread).
 
         Code that imports MLflow itself calls this first: importing MLflow on two threads
         at once can fail inside MLflow's circular imports ("cannot import name …").
         """
-        logger = self.logger
-        return logger.resolve() if isinstance(logger, DeferredRunLogger) else logger
+        current = self.logger
+        return current.resolve() if isinstance(current, DeferredRunLogger) else current
 
     @property
     def owns_run(self) -> bool:
         """Whether this process created its MLflow run (and so ends it)."""
         pending = self._pending_logger
-        return self._owns_run or bool(pending is not None and pending.owns_run)
+        return bool(pending is not None and pending.owns_run)
 
     def open_tracking(self) -> None:
         """Start opening MLflow in the background: a model is about to fit."""
         if self._pending_logger is not None:
             self._pending_logger.start()
 
-    @logger.setter
-    def logger(self, value: Any) -> None:
-        self._logger, self._pending_logger = value, None
-        self._owns_run = False
+    # -- models --------------------------------------------------------------------------
+    def build_pipeline(self, family: str, params: dict[str, Any] | None = None) -> Any:
+        """The whole model for ``family`` on this run's data (``modeling.build_pipeline``)."""
+        return modeling.build_pipeline(
+            self.data, family, params, seed=self.seed, engine=self.engine, n_jobs=self.n_jobs
+        )
+
+    def on_finish(self, finisher: Finisher) -> None:
+        """Call ``finisher(run)`` once when the pipeline ends well (e.g. log the model)."""
+        if finisher not in self._finishers:
+            self._finishers.append(finisher)
 
     # -- progress ------------------------------------------------------------------------
     def event(self, kind: str, **fields: Any) -> None:
-        record = {"at": _now(), "type": kind, **fields}
-        with (self.run_dir / EVENTS_FILE).open("a", encoding="utf-8") as fh:
-            fh.write(json.dumps(record, default=str, ensure_ascii=False) + "\n")
+        record = PipelineEvent(type=kind, at=_now(), **fields)
+        with (self.run_dir / protocol.EVENTS_FILE).open("a", encoding="utf-8") as fh:
+            fh.write(record.to_json() + "\n")
 
     def note(self, message: str) -> None:
         self.notes.append(message)
@@ -252,7 +181,7 @@ class PipelineRun:
         finally:
             elapsed = time.perf_counter() - start
             self.timings[name] = round(self.timings.get(name, 0.0) + elapsed, 4)
-            self.stage_memory_mb[name] = peak_memory_mb()
+            self.result.stage_memory_mb[name] = peak_memory_mb()
             if self.engine == "gpu":
                 free_gpu_memory()
             self.event("stage_end", stage=name, seconds=round(elapsed, 4))
@@ -260,12 +189,7 @@ class PipelineRun:
 
     # -- lifecycle -------------------------------------------------------------------------
     def __enter__(self) -> PipelineRun:
-        self.event(
-            "pipeline_start",
-            engine=self.engine,
-            seed=self.seed,
-            run_id=os.environ.get("MLFLOW_RUN_ID"),
-        )
+        self.event("pipeline_start", engine=self.engine, seed=self.seed, run_id=self._handed_run_id)
         return self
 
     def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> bool:
@@ -273,25 +197,22 @@ class PipelineRun:
             try:
                 self._finish()
             except BaseException as finish_exc:
-                exc = finish_exc
-                tb = finish_exc.__traceback__
+                exc, tb = finish_exc, finish_exc.__traceback__
         if exc is not None:
             self._fail(exc, tb)
-        self._write_result("succeeded" if exc is None else "failed")
+        self._write_result(protocol.SUCCEEDED if exc is None else protocol.FAILED)
         if self.owns_run:
-            self.logger.end((RunState.SUCCEEDED if exc is None else RunState.FAILED).mlflow_status)
+            final = RunState.SUCCEEDED if exc is None else RunState.FAILED
+            self.logger.end(final.mlflow_status)
         return exc is not None and not isinstance(exc, (KeyboardInterrupt, SystemExit))
 
     def _finish(self) -> None:
-        from mlpilot.platform.ml import steps
-
-        if self.model is not None and not self.model_logged:
-            with self.stage("log_model"):
-                steps.log_model(self)
+        for finisher in self._finishers:
+            finisher(self)
         self.timings["total"] = round(time.perf_counter() - self._started, 4)
-        self.result["peak_memory_mb"] = peak_memory_mb()
+        self.result.peak_memory_mb = peak_memory_mb()
         final = {f"time_{k}_s": v for k, v in self.timings.items()}
-        final["peak_memory_mb"] = self.result["peak_memory_mb"]
+        final["peak_memory_mb"] = self.result.peak_memory_mb
         self.log_metrics(final)
         if self._pending_logger is not None and self._logger is self._pending_logger:
             self._pending_logger.resolve()  # an MLflow that cannot be opened fails the run
@@ -306,94 +227,27 @@ class PipelineRun:
             traceback.print_exception(type(exc), exc, tb, file=sys.stderr)
         stage = self.failed_stage or self.current_stage
         error = {"type": type(exc).__name__, "message": message, "stage": stage}
-        self.result["error"] = error
+        self.result.error = error
         self.timings.setdefault("total", round(time.perf_counter() - self._started, 4))
         self.event("pipeline_failed", stage=stage, message=describe_error(error))
         print(f"error: {describe_error(error)}", file=sys.stderr)
 
     def _write_result(self, status: str) -> None:
+        result = self.result
         try:
-            run_id = self.logger.run_id
+            result.run_id = self.logger.run_id
         except Exception as exc:  # MLflow could not be opened: the result still gets written
-            run_id = None
+            logger.warning("no MLflow run id for the result: %s", exc)
             self.notes.append(f"MLflow could not be opened: {exc}")
         pending = self._pending_logger
         for skipped in pending.skipped if pending is not None else []:
             self.notes.append(f"not recorded in MLflow: {skipped}")
-        payload = {
-            "status": status,
-            "run_id": run_id,
-            "engine": self.engine,
-            "seed": self.seed,
-            "task": self.task,
-            "target": self.target,
-            "model_family": self.model_family,
-            "main_metric": self.main_metric,
-            "metrics": self.metrics,
-            "timings": self.timings,
-            "stage_memory_mb": self.stage_memory_mb,
-            "model_uri": self.model_uri,
-            "notes": self.notes,
-            **self.result,
-        }
-        path = self.run_dir / RESULT_FILE
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(
-            json.dumps(payload, indent=2, default=str, ensure_ascii=False), encoding="utf-8"
+        result.status = status
+        result.task, result.target = self.data.task, self.data.target
+        model = self.model
+        result.model_family, result.main_metric, result.model_uri = (
+            model.family,
+            model.main_metric,
+            model.uri,
         )
-        tmp.replace(path)
-
-
-def await_run_id(path: Path, timeout_s: float = 600.0) -> str:
-    """The MLflow run id mlpilot writes to ``path`` once it has created the run.
-
-    mlpilot starts the pipeline first, so that reading the data overlaps with creating
-    the run; the pipeline needs the id only when it first logs.
-    """
-    # the pid mlpilot gave, not os.getppid() now: the parent may already be gone
-    parent = int(os.environ.get("MLPILOT_PARENT_PID") or os.getppid())
-    deadline = time.monotonic() + timeout_s
-    while not path.exists():
-        if os.getppid() != parent:
-            raise TrackingError(
-                "mlpilot ended before it created this pipeline's MLflow run",
-                hint="see the mlpilot command's output for the reason",
-            )
-        if time.monotonic() > deadline:
-            raise TrackingError(
-                f"no MLflow run was handed over within {timeout_s:.0f} s",
-                hint="check that the tracking server answers (mlpilot doctor)",
-            )
-        time.sleep(0.02)
-    return path.read_text(encoding="utf-8").strip()
-
-
-def _open_logger(args: argparse.Namespace, plan: dict[str, Any]) -> tuple[Any, bool]:
-    from mlpilot.platform.config import get_settings
-    from mlpilot.tracking.mlflow_store import ensure_experiment, make_client, mlpilot_version
-    from mlpilot.tracking.run_logger import MlflowRunLogger
-
-    settings = get_settings()
-    run_id = os.environ.get("MLFLOW_RUN_ID")
-    handed_over = os.environ.get("MLPILOT_RUN_ID_FILE")
-    if handed_over:
-        # before opening the store: on a new home the parent is still creating its tables
-        run_id = await_run_id(Path(handed_over))
-        os.environ["MLFLOW_RUN_ID"] = run_id  # for plugin code on MLflow's fluent API
-    client = make_client(settings)
-    if run_id:
-        return MlflowRunLogger(client, run_id), False
-    experiment_id = ensure_experiment(
-        client, args.experiment or settings.experiment, settings.artifact_root
-    )
-    run = client.create_run(
-        experiment_id,
-        tags={
-            vocab.TAG_KIND: vocab.KIND_PIPELINE,
-            vocab.TAG_SOURCE: "pipeline.py",
-            vocab.TAG_VERSION: mlpilot_version(),
-        },
-    )
-    logger = MlflowRunLogger(client, run.info.run_id, experiment_id)
-    logger.log_dict(plan, "plan.json")
-    return logger, True
+        result.write(self.run_dir)

@@ -26,6 +26,8 @@ KINDS = (
     "constant",
     "empty",
 )
+#: set on a frame's ``attrs`` once its columns hold their kinds (see ``SchemaCoercer``)
+TYPED_ATTR = "mlpilot_typed"
 #: kinds that are never used as model inputs
 EXCLUDED_KINDS = ("identifier", "constant", "empty", "text")
 
@@ -369,8 +371,24 @@ def coerce_column(series: pd.Series, spec: ColumnSpec) -> pd.Series:
         text = series.astype("string").str.strip()
         if spec.fold_case:
             text = text.str.lower()
+        dtype = category_dtype()
+        if dtype is not None:
+            return text.astype(dtype)
         return text.astype(object).where(text.notna(), np.nan)
     return series
+
+
+def category_dtype() -> Any:
+    """How category text is held: pandas' string dtype with NaN for missing (Arrow-backed
+    with pyarrow: a quarter of the memory of Python strings), or None for object strings
+    on pandas releases without it (< 2.3). scikit-learn needs NaN, not ``pd.NA``."""
+    import numpy as np
+    import pandas as pd
+
+    try:
+        return pd.StringDtype(na_value=np.nan)
+    except TypeError:
+        return None
 
 
 def float32_safe(series: pd.Series) -> bool:

@@ -142,9 +142,9 @@ def read_table(
 def _budget_bytes(memory_budget_mb: float | None) -> int:
     """The memory budget for one table: MLPILOT_MEMORY_BUDGET_MB, else a quarter of RAM."""
     if memory_budget_mb is None:
-        configured = os.environ.get("MLPILOT_MEMORY_BUDGET_MB")
-        if configured:
-            memory_budget_mb = float(configured)
+        from mlpilot.platform.config import get_settings
+
+        memory_budget_mb = get_settings().memory_budget_mb
     if memory_budget_mb is not None:
         return int(memory_budget_mb * 2**20)
     try:

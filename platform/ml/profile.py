@@ -57,6 +57,10 @@ class DataProfile:
     def column(self, name: str) -> ColumnProfile | None:
         return next((c for c in self.columns if c.name == name), None)
 
+    def candidate_targets(self) -> list[str]:
+        """Columns that could be predicted: not identifiers, constants, empty or free text."""
+        return [c.name for c in self.columns if c.kind not in EXCLUDED_KINDS]
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "path": self.path,

@@ -14,7 +14,13 @@ import pandas as pd
 from sklearn.base import BaseEstimator, ClassifierMixin, TransformerMixin, clone
 from sklearn.preprocessing import LabelEncoder
 
-from mlpilot.platform.ml.dtypes import EXCLUDED_KINDS, ColumnSpec, coerce_column
+from mlpilot.platform.ml.dtypes import (
+    EXCLUDED_KINDS,
+    TYPED_ATTR,
+    ColumnSpec,
+    category_dtype,
+    coerce_column,
+)
 
 
 class SchemaCoercer(TransformerMixin, BaseEstimator):
@@ -41,7 +47,12 @@ class SchemaCoercer(TransformerMixin, BaseEstimator):
         columns = {}
         for spec in self.specs_:
             if spec.name in X.columns:
-                columns[spec.name] = _coerce_typed(X[spec.name], spec)
+                typed = bool(X.attrs.get(TYPED_ATTR))
+                columns[spec.name] = (
+                    _coerce_typed(X[spec.name], spec)
+                    if typed
+                    else coerce_column(X[spec.name], spec)
+                )
             else:
                 filler = pd.NaT if spec.kind == "datetime" else np.nan
                 columns[spec.name] = pd.Series(filler, index=X.index)
@@ -52,12 +63,13 @@ class SchemaCoercer(TransformerMixin, BaseEstimator):
 
 
 def _coerce_typed(series: pd.Series, spec: ColumnSpec) -> pd.Series:
-    # Already-typed training data passes through without re-parsing.
+    # Training data typed by load_data passes through without re-parsing; raw rows (any
+    # frame without the TYPED_ATTR mark) are always parsed, categories stripped and folded.
     if spec.kind in ("numeric", "integer", "boolean") and pd.api.types.is_float_dtype(series):
         return series
     if spec.kind == "datetime" and pd.api.types.is_datetime64_any_dtype(series):
         return series
-    if spec.kind == "categorical" and series.dtype == object:
+    if spec.kind == "categorical" and series.dtype in (object, category_dtype()):
         return series
     return coerce_column(series, spec)
 

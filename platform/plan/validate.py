@@ -10,11 +10,15 @@ from __future__ import annotations
 import difflib
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from mlpilot.platform.errors import PlanError
 from mlpilot.platform.ml.profile import DataProfile, infer_task, target_identifier
 from mlpilot.platform.plan.model import Plan, Step
-from mlpilot.platform.tools import CLASSIFICATION_METRICS, REGRESSION_METRICS, ToolRegistry
+from mlpilot.tracking.vocab import CLASSIFICATION_METRICS, REGRESSION_METRICS
+
+if TYPE_CHECKING:
+    from mlpilot.platform.tools import ToolRegistry
 
 #: pipeline stages in the order a generated script runs them
 STAGE_ORDER = (
@@ -43,9 +47,7 @@ class ValidatedPlan:
 
 
 def candidate_targets(profile: DataProfile) -> list[str]:
-    return [
-        c.name for c in profile.columns if c.kind not in ("identifier", "constant", "empty", "text")
-    ]
+    return profile.candidate_targets()
 
 
 def describe_candidates(profile: DataProfile, limit: int = 12) -> str:

@@ -30,8 +30,6 @@ def describe_data(context: QueryContext) -> dict[str, Any]:
     profile = context.profile
     if profile is None:
         raise MlpilotError("describe_data needs a data file", hint="pass it with --data FILE")
-    from mlpilot.platform.plan.validate import candidate_targets
-
     return {
         "path": profile.path,
         "rows": profile.rows,
@@ -46,7 +44,7 @@ def describe_data(context: QueryContext) -> dict[str, Any]:
             }
             for c in profile.columns
         ],
-        "candidate_targets": candidate_targets(profile),
+        "candidate_targets": profile.candidate_targets(),
         "notes": profile.notes,
     }
 
@@ -121,7 +119,7 @@ def compare_runs(context: QueryContext, run_ids: list[str]) -> dict[str, Any]:
 def show_study(context: QueryContext, name: str | None = None) -> dict[str, Any]:
     import optuna
 
-    from mlpilot.platform.ml.tuning import open_storage
+    from mlpilot.platform.ml.hpo import open_storage
 
     storage = open_storage(context.settings.optuna_storage)
     summaries = optuna.get_all_study_summaries(storage)

@@ -25,7 +25,7 @@ def test_runs_page_lists_runs_with_badges_and_links(
     assert trained in page.inner_text("#run-title")
     assert "train a random forest to predict sales" in page.inner_text("#run-prompt")
     assert "load_data" in page.inner_text("#run-plan")
-    assert "PipelineRun.from_argv" in page.inner_text("#run-code")
+    assert "open_pipeline(" in page.inner_text("#run-code")
     assert page.locator("#run-plots img").count() >= 2
     assert "SUCCEEDED" in page.inner_text("#run-events")
     assert "models:/" in page.inner_text("#run-model")

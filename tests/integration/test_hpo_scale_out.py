@@ -95,7 +95,7 @@ def test_a_local_dask_cluster_runs_the_trials(home: Path, sales_csv: Path) -> No
             dask_client=client,
         )
     study = load_study("on-dask")
-    assert len(study.trials) == 8 and run.result["study"]["n_trials"] == 8
+    assert len(study.trials) == 8 and run.result.study["n_trials"] == 8
     assert sorted(t.number for t in study.trials) == list(range(8))
     owners = {owner_pid(t) for t in study.trials}
     assert owners <= dask_pids and len(owners) == 2  # both Dask workers ran trials

@@ -136,7 +136,7 @@ def test_early_stopping_ends_a_plateaued_study(home: Path, sales_csv: Path) -> N
         warm_start=False,
         plots=False,
     )
-    study = run.result["study"]
+    study = run.result.study
     assert study["early_stopped"] and study["stop_reason"] == "early_stopping"
     assert 20 <= study["n_trials"] < 60  # 10 start-up trials, then 10 without progress
     assert (
@@ -155,4 +155,4 @@ def test_a_study_resumes_where_it_stopped(home: Path, sales_csv: Path) -> None:
     optimize(again, trials=9, early_stopping=False, study_name="resumable", plots=False, **args)
     study = load_study("resumable")
     assert len(study.trials) == 9  # the budget is the study's: 4 kept + 5 new
-    assert again.result["study"]["n_trials"] == 9
+    assert again.result.study["n_trials"] == 9

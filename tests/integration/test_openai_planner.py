@@ -26,12 +26,12 @@ from llm_stub import (
     user_messages,
 )
 
-from mlpilot.platform.agent.templates import builtin_templates
 from mlpilot.platform.config import Settings
 from mlpilot.platform.errors import PlanError
 from mlpilot.platform.llm import PlanningRequest, PlanResult
 from mlpilot.platform.llm.openai_planner import Backoff, LLMError, OpenAIPlanner
 from mlpilot.platform.ml.profile import DataProfile, profile_table
+from mlpilot.platform.plan.templates import builtin_templates
 from mlpilot.platform.tools import default_registry
 
 pytestmark = pytest.mark.integration

@@ -60,7 +60,7 @@ def test_finance_drops_post_outcome_columns_and_picks_pr_auc(tmp_path: Path) -> 
         logger=NullRunLogger(),
     )
     steps.load_data(run, path=str(path), target="default")
-    assert "recoveries" not in run.X.columns and run.main_metric == "pr_auc"
+    assert "recoveries" not in run.data.X.columns and run.model.main_metric == "pr_auc"
     assert any("recoveries" in note for note in run.notes)
     steps.train_model(run, model="linear")
     assert run.metrics["test_roc_auc"] < 0.8  # without the leak there is little signal left

@@ -41,7 +41,7 @@ def test_hostile_target_and_prompt_are_only_string_literals(tmp_path: Path) -> N
     tree = ast.parse(source)
     calls = {ast.unparse(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call)}
     assert calls <= {
-        "PipelineRun.from_argv",
+        "open_pipeline",
         "exit_process",
         "main",
         "load_data",

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from mlpilot.platform.errors import TrackingError
-from mlpilot.platform.ml.context import await_run_id
 from mlpilot.platform.ml.deferred_logger import DeferredRunLogger
+from mlpilot.platform.ml.entry import await_run_id
 from mlpilot.tracking.run_logger import NullRunLogger
 
 

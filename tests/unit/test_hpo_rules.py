@@ -29,7 +29,7 @@ from mlpilot.platform.ml.hpo.storage import (
     redact,
 )
 from mlpilot.platform.ml.hpo.trial_log import GIVE_UP_AFTER, TrialLogger
-from mlpilot.platform.ml.models import FAMILIES, make_estimator
+from mlpilot.platform.ml.modeling import FAMILIES, make_estimator
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 

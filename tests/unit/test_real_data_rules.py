@@ -194,7 +194,7 @@ def test_a_failing_stage_is_named(tmp_path: Path) -> None:
     run = PipelineRun(plan={}, seed=1, data_path=None, run_dir=tmp_path)
     with run, run.stage("train"):
         raise ValueError("Unknown label type")
-    assert run.result["error"] == {
+    assert run.result.error == {
         "type": "ValueError",
         "message": "Unknown label type",
         "stage": "train",

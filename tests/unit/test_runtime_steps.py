@@ -78,7 +78,7 @@ def test_missing_target_rows_are_dropped_with_a_note(tmp_path: Path) -> None:
     path = _csv(tmp_path, frame)
     run = _run(tmp_path, path)
     steps.load_data(run, path=str(path), target="y")
-    assert len(run.X) == 290 and any("dropped 10 rows" in n for n in run.notes)
+    assert len(run.data.X) == 290 and any("dropped 10 rows" in n for n in run.notes)
 
 
 def test_three_date_formats_duplicate_names_and_chinese_columns_run(tmp_path: Path) -> None:
@@ -96,15 +96,15 @@ def test_three_date_formats_duplicate_names_and_chinese_columns_run(tmp_path: Pa
     path.write_text(body, encoding="utf-8")
     run = _run(tmp_path, path)
     steps.load_data(run, path=str(path), target="销售额")
-    kinds = {s.name: s.kind for s in run.specs}
+    kinds = {s.name: s.kind for s in run.data.specs}
     assert kinds["日期"] == "datetime" and "单价.1" in kinds
-    assert run.X["日期"].notna().all() and run.X["日期"].dt.year.eq(2024).sum() > 200
+    assert run.data.X["日期"].notna().all() and run.data.X["日期"].dt.year.eq(2024).sum() > 200
     assert any("duplicate column names" in n for n in run.notes)
     steps.clean_data(run)
     steps.engineer_features(run)
     steps.train_model(run, model="hgb")
     assert run.metrics["test_r2"] > 0.8
-    predictions = run.model.predict(pd.read_csv(path).drop(columns=["销售额"]).head(5))
+    predictions = run.model.pipeline.predict(pd.read_csv(path).drop(columns=["销售额"]).head(5))
     assert np.isfinite(predictions).all()
 
 
@@ -135,7 +135,7 @@ def test_permuted_target_with_target_encoding_stays_at_chance(tmp_path: Path) ->
         steps.load_data(run, path=str(path), target=target, task=task)
         steps.clean_data(run)
         steps.engineer_features(run, target_encoding=True)
-        assert "sku" in run.features.target_encoded
+        assert "sku" in run.data.features.target_encoded
         steps.train_model(run, model="linear")
         steps.evaluate_model(run, cv_folds=3)
         # leakage would show as skill; noise fitted by boosting may score below chance, never above
@@ -159,14 +159,14 @@ def test_classification_metrics_plots_and_importance(tmp_path: Path) -> None:
     path = _csv(tmp_path, frame)
     run = _run(tmp_path, path)
     steps.load_data(run, path=str(path), target="churn")
-    assert run.task == "classification" and any("imbalanced" in n for n in run.notes)
+    assert run.data.task == "classification" and any("imbalanced" in n for n in run.notes)
     steps.train_model(run, model="rf")
     steps.evaluate_model(run, cv_folds=3)
     steps.feature_importance(run, method="impurity", top_k=2)
     for key in ("test_roc_auc", "test_f1", "cv_accuracy", "cv_roc_auc"):
         assert key in run.metrics
     assert run.metrics["test_roc_auc"] > 0.85
-    assert run.result["importance"][0]["feature"] == "x"
+    assert run.result.importance[0]["feature"] == "x"
     assert (tmp_path / "importance.json").exists()
 
 
@@ -181,5 +181,5 @@ def test_interactions_are_kept_only_when_they_add_signal(tmp_path: Path) -> None
     run = _run(tmp_path, path)
     steps.load_data(run, path=str(path), target="y")
     steps.engineer_features(run, interactions=True, max_interactions=3)
-    assert {"a", "b"} in [set(p) for p in run.features.interactions]
-    assert all("c" not in p for p in run.features.interactions)
+    assert {"a", "b"} in [set(p) for p in run.data.features.interactions]
+    assert all("c" not in p for p in run.data.features.interactions)

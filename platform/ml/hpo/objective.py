@@ -13,7 +13,7 @@ so Dask can ship it to workers.
 
 from __future__ import annotations
 
-import copy
+import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -23,6 +23,7 @@ from mlpilot.platform.ml import metrics as M
 from mlpilot.platform.ml.hpo import boosting
 from mlpilot.platform.ml.hpo.spaces import sample
 from mlpilot.platform.ml.hpo.storage import claim
+from mlpilot.platform.ml.modeling import SCALE_SENSITIVE, build_pipeline
 
 if TYPE_CHECKING:
     import optuna
@@ -64,17 +65,17 @@ class CVObjective:
     ) -> None:
         from sklearn.model_selection import KFold, StratifiedKFold
 
-        from mlpilot.platform.ml.steps import _train, build_pipeline
-
-        build_pipeline(run, "linear")  # settles the cleaning and feature plans on the run
-        self.X, self.y = _train(run)
-        self.run = _detached(run)
+        run.build_pipeline("linear")  # settles the cleaning and feature plans on the run
+        self.X, self.y = run.data.train()
+        # what building a pipeline needs, without the frames (the objective pickles to Dask)
+        self.data = dataclasses.replace(run.data, X=None, raw_example=None, _parts={})
+        self.build = {"seed": run.seed, "engine": run.engine, "n_jobs": run.n_jobs}
         self.model = model
         self.metric = metric
         self.pruning = pruning
-        self.n_classes = len(run.classes) if run.classes is not None else 0
+        self.n_classes = len(run.data.classes) if run.data.classes is not None else 0
         self.sign = -1.0 if metric in M.LOWER_IS_BETTER else 1.0  # scorers maximise
-        if run.task == "classification":
+        if run.data.task == "classification":
             folds = max(2, min(folds, int(self.y.value_counts().min())))
             splitter: Any = StratifiedKFold(n_splits=folds, shuffle=True, random_state=run.seed)
         else:
@@ -96,7 +97,7 @@ class CVObjective:
             # a name ("neg_root_mean_squared_error") or a scorer object
             self._scorer = get_scorer(
                 M.sklearn_scorer(
-                    self.metric, self.run.task, self.run.classes, self.run.positive_class
+                    self.metric, str(self.data.task), self.data.classes, self.data.positive_class
                 )
             )
         return self._scorer
@@ -128,12 +129,9 @@ class CVObjective:
         import optuna
         from sklearn.base import clone
 
-        from mlpilot.platform.ml.models import SCALE_SENSITIVE
-        from mlpilot.platform.ml.steps import build_pipeline
-
         claim(trial)
-        family, params = sample(trial, self.model, self.run.task)
-        pipeline = build_pipeline(self.run, family, params)
+        family, params = sample(trial, self.model, str(self.data.task))
+        pipeline = build_pipeline(self.data, family, params, **self.build)
         folds = self.folds(pipeline, family in SCALE_SENSITIVE)
         estimator = pipeline.steps[-1][1]
         booster_metric = (
@@ -153,17 +151,3 @@ class CVObjective:
                 if trial.should_prune():
                     raise optuna.TrialPruned(f"pruned after fold {k + 1} of {len(folds)}")
         return float(np.mean(values))
-
-
-def _detached(run: PipelineRun) -> PipelineRun:
-    """A copy of the run with what building a pipeline needs, and no logger or frames."""
-    from mlpilot.tracking.run_logger import NullRunLogger
-
-    light = copy.copy(run)
-    light.logger = NullRunLogger()
-    light.X = None  # the objective keeps the training rows itself
-    light.split_cache = {}
-    light.raw_example = None
-    light.model = None
-    light.notes, light.result, light.metrics = [], {}, {}
-    return light

@@ -63,15 +63,15 @@ def optimize(
     from mlpilot.platform.config import get_settings
 
     quiet_optuna()
-    n_classes = len(run.classes) if run.classes is not None else 0
-    metric = metric or run.main_metric or M.default_metric(run.task, n_classes)
-    run.main_metric = metric
+    n_classes = len(run.data.classes) if run.data.classes is not None else 0
+    metric = metric or run.model.main_metric or M.default_metric(run.data.task, n_classes)
+    run.model.main_metric = metric
     if trials is None and timeout_s is None:
         trials = DEFAULT_TRIALS
         run.note(f"no trial count or time budget given: running {DEFAULT_TRIALS} trials")
     if warm_start:
         run.note("warm start requested, but no meta-learned prior ships yet: starting cold")
-        run.result["warm_start"] = "unavailable"
+        run.result.warm_start = "unavailable"
 
     storage_url = storage or get_settings().optuna_storage
     name = study_name or default_study_name(run, model)
@@ -164,4 +164,4 @@ def _record(run: PipelineRun, study: Any, summary: dict[str, Any], *, plots: boo
                 summary["plots"] = S.log_plots(
                     run.logger, study, Path(tmp), summary["param_importances"]
                 )
-    run.result["study"] = summary
+    run.result.study = summary

@@ -10,6 +10,7 @@ runtime library to rebuild exactly the objective the study was created with.
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -27,8 +28,11 @@ if TYPE_CHECKING:
 
 SPEC_ATTR = "mlpilot"
 SPEC_VERSION = 1
-#: the plan steps that shape the data every trial sees, replayed in plan order
-PREP_TOOLS = ("load_data", "clean_data", "engineer_features")
+#: the stages whose steps shape the data every trial sees, replayed in plan order
+PREP_STAGES = ("load", "clean", "features")
+#: where the built-in steps live (studies created before steps recorded their function)
+RUNTIME_MODULE = "mlpilot.platform.ml.steps"
+_BUILTIN_STAGES = {"load_data": "load", "clean_data": "clean", "engineer_features": "features"}
 
 
 @dataclass
@@ -82,28 +86,34 @@ class StudySpec:
 
 
 def prep_steps(run: PipelineRun, data_path: str) -> list[dict[str, Any]]:
-    """The plan's data-preparation steps; a bare load_data when the plan has none."""
-    steps = [
-        {"tool": s["tool"], "args": dict(s.get("args") or {})}
-        for s in (run.plan or {}).get("steps", [])
-        if isinstance(s, dict) and s.get("tool") in PREP_TOOLS
-    ]
+    """The plan's data-preparation steps, each with the runtime function that runs it.
+
+    A step prepares the data when its tool's stage is load, clean or features — plugin
+    tools too, since the function is recorded as ``module:function`` and replayed by import.
+    A bare load_data when the plan has none.
+    """
+    steps = []
+    for step in (run.plan or {}).get("steps", []):
+        if not isinstance(step, dict):
+            continue
+        info = run.runtime.get(step.get("tool", ""), {})
+        stage = info.get("stage") or _BUILTIN_STAGES.get(step.get("tool", ""))
+        if stage in PREP_STAGES:
+            function = info.get("function") or f"{RUNTIME_MODULE}:{step['tool']}"
+            steps.append(
+                {"tool": step["tool"], "function": function, "args": dict(step.get("args") or {})}
+            )
     if not any(s["tool"] == "load_data" for s in steps):
+        args = {"path": data_path, "target": run.data.target, "task": run.data.task}
         steps.insert(
-            0,
-            {
-                "tool": "load_data",
-                "args": {"path": data_path, "target": run.target, "task": run.task},
-            },
+            0, {"tool": "load_data", "function": f"{RUNTIME_MODULE}:load_data", "args": args}
         )
     return steps
 
 
 def spec_from_run(run: PipelineRun, **settings: Any) -> StudySpec:
     """The spec of a study about to be optimised for ``run``."""
-    data_path = str(
-        Path((run.result.get("data") or {}).get("path") or run.data_path or "").resolve()
-    )
+    data_path = str(Path((run.result.data or {}).get("path") or run.data_path or "").resolve())
     try:
         data_bytes: int | None = Path(data_path).stat().st_size
     except OSError:
@@ -112,8 +122,8 @@ def spec_from_run(run: PipelineRun, **settings: Any) -> StudySpec:
     return StudySpec(
         data_path=data_path,
         data_bytes=data_bytes,
-        target=str(run.target),
-        task=str(run.task),
+        target=str(run.data.target),
+        task=str(run.data.task),
         seed=int(run.seed),
         engine=run.engine,
         steps=prep_steps(run, data_path),
@@ -130,7 +140,6 @@ def rebuild_run(
     spec: StudySpec, *, run_dir: Path, data_path: str | None = None, engine: str | None = None
 ) -> PipelineRun:
     """A ``PipelineRun`` with the study's data prepared exactly as when the study was created."""
-    from mlpilot.platform.ml import steps as runtime
     from mlpilot.platform.ml.context import PipelineRun
     from mlpilot.tracking.run_logger import NullRunLogger
 
@@ -156,12 +165,25 @@ def rebuild_run(
             "trials are scored on different data"
         )
     for step in spec.steps:
-        getattr(runtime, step["tool"])(run, **step["args"])
+        function = step.get("function") or f"{RUNTIME_MODULE}:{step['tool']}"
+        _step_function(function)(run, **step["args"])
     return run
+
+
+def _step_function(path: str) -> Any:
+    """The runtime function ``module:function`` that a study recorded for a step."""
+    module_name, _, name = path.partition(":")
+    try:
+        return getattr(importlib.import_module(module_name), name)
+    except (ImportError, AttributeError) as exc:
+        raise MlpilotError(
+            f"the study replays step {path}, which cannot be imported here: {exc}",
+            hint="install the plugin that defines it (mlpilot run --plugins MODULE)",
+        ) from None
 
 
 def default_study_name(run: PipelineRun, model: str) -> str:
     """``<target>-<model>-<run id prefix>``: one study per request, found again by its run."""
     run_id = run.logger.run_id
     suffix = run_id[:8] if run_id else f"{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:4]}"
-    return f"{run.target or 'study'}-{model}-{suffix}"
+    return f"{run.data.target or 'study'}-{model}-{suffix}"

@@ -182,7 +182,11 @@ def _parent_logger(spec: StudySpec, settings: Any, track: bool, report: WorkerRe
     if not track or not spec.mlflow_run_id:
         return None
     # the tracking URI this machine is configured with wins; else the one the study recorded
-    uri = os.environ.get("MLFLOW_TRACKING_URI") or spec.tracking_uri or settings.tracking_uri
+    uri = (
+        settings.tracking_uri
+        if settings.tracking_uri_set
+        else spec.tracking_uri or settings.tracking_uri
+    )
     if uri.startswith("sqlite:///") and not Path(uri[len("sqlite:///") :]).is_file():
         report.notes.append(f"MLflow store {uri} is not on this machine: trials go to Optuna only")
         return None

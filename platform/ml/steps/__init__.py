@@ -7,17 +7,9 @@ by concern; this package is the import path generated scripts use.
 
 from __future__ import annotations
 
-from mlpilot.platform.ml.steps._data import (
-    IMBALANCE_SHARE,
-    TEST_SIZE,
-    _test,
-    _train,
-    clean_data,
-    load_data,
-)
+from mlpilot.platform.ml.steps._data import TEST_SIZE, clean_data, load_data
 from mlpilot.platform.ml.steps._evaluate import evaluate_model, feature_importance
 from mlpilot.platform.ml.steps._model import (
-    build_pipeline,
     engineer_features,
     optimize_model,
     score_on_test,
@@ -27,11 +19,7 @@ from mlpilot.platform.ml.steps._model import (
 from mlpilot.platform.ml.steps._outputs import log_model, predict, register_model
 
 __all__ = [
-    "IMBALANCE_SHARE",
     "TEST_SIZE",
-    "_test",
-    "_train",
-    "build_pipeline",
     "clean_data",
     "engineer_features",
     "evaluate_model",

@@ -9,11 +9,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from mlpilot.platform.errors import DataError, MlpilotError
+from mlpilot.platform.errors import DataError
 from mlpilot.platform.ml import metrics as M
 from mlpilot.platform.ml.context import PipelineRun
 from mlpilot.platform.ml.dtypes import (
     EXCLUDED_KINDS,
+    TYPED_ATTR,
     ColumnSpec,
     coerce_column,
     detect_column,
@@ -24,6 +25,7 @@ from mlpilot.platform.ml.dtypes import (
 )
 from mlpilot.platform.ml.features import plan_cleaning
 from mlpilot.platform.ml.io import duplicate_header_names, fingerprint, read_table
+from mlpilot.platform.ml.state import IMBALANCE_SHARE
 from mlpilot.tracking.vocab import TAG_POSITIVE_CLASS
 
 #: MLflow column types of the kinds a pipeline uses, for the data set it records
@@ -35,7 +37,6 @@ _MLFLOW_TYPES = {
     "categorical": "string",
 }
 TEST_SIZE = 0.2
-IMBALANCE_SHARE = 0.2
 #: classes with fewer rows cannot be split between training and test rows
 MIN_CLASS_ROWS = 2
 #: data with fewer rows trains on one thread (see limit_threads)
@@ -49,16 +50,16 @@ def load_data(run: PipelineRun, path: str, target: str | None = None, task: str 
         frame = _read(run, path)
         y_raw, X = _split_target(run, frame, path, target)
         del frame
-        run.task, y, label_notes = _resolve_task(y_raw, str(target), task)
+        run.data.task, y, label_notes = _resolve_task(y_raw, str(target), task)
         for message in label_notes:
             run.note(message)
         if len(y) < len(X):  # rows of classes too rare to learn were dropped
             X = X.loc[y.index]
-        run.target = target
+        run.data.target = target
         X, used = _select_features(run, X)
-        run.X, run.y, run.specs = X, y, used
+        run.data.X, run.data.y, run.data.specs = X, y, used
         limit_threads(run, len(X))
-        if run.task == "classification":
+        if run.data.task == "classification":
             _record_classes(run, y)
         _apply_adapter(run)
         _split(run)
@@ -66,7 +67,7 @@ def load_data(run: PipelineRun, path: str, target: str | None = None, task: str 
         run.event(
             "progress",
             stage="load",
-            message=f"{len(run.X)} rows, {len(used)} feature columns, task {run.task}",
+            message=f"{len(run.data.X)} rows, {len(used)} feature columns, task {run.data.task}",
         )
 
 
@@ -82,9 +83,11 @@ def limit_threads(run: PipelineRun, rows: int) -> None:
 
     from threadpoolctl import threadpool_limits
 
-    chosen = os.environ.get("OMP_NUM_THREADS", "").strip()
-    if chosen.isdigit() and int(chosen) > 0:
-        run.n_jobs = int(chosen)
+    from mlpilot.platform.config import get_settings
+
+    chosen = get_settings().threads
+    if chosen is not None and chosen > 0:
+        run.n_jobs = chosen
     elif rows < SMALL_DATA_ROWS:
         run.n_jobs = 1
     else:
@@ -93,7 +96,7 @@ def limit_threads(run: PipelineRun, rows: int) -> None:
     # loaded later (scikit-learn's own libgomp loads with its first estimator)
     os.environ["OMP_NUM_THREADS"] = str(run.n_jobs)
     threadpool_limits(run.n_jobs)
-    run.result["threads"] = run.n_jobs
+    run.result.threads = run.n_jobs
 
 
 def _read(run: PipelineRun, path: str) -> pd.DataFrame:
@@ -160,7 +163,7 @@ def _select_features(run: PipelineRun, X: pd.DataFrame) -> tuple[pd.DataFrame, l
             hint="the other columns are identifiers, constants or empty",
         )
     X = X[[s.name for s in used]]
-    run.raw_example = X.head(5).copy()
+    run.data.raw_example = X.head(5).copy()
     saved = 0
     for spec in used:
         column = coerce_column(X[spec.name], spec)
@@ -170,19 +173,20 @@ def _select_features(run: PipelineRun, X: pd.DataFrame) -> tuple[pd.DataFrame, l
         X[spec.name] = column
     if saved >= 2**20 / 10:
         run.note(f"float64 → float32 where exact: {saved / 2**20:.1f} MiB saved")
+    X.attrs[TYPED_ATTR] = True  # the model's first step passes these columns through
     return X, used
 
 
 def _record_classes(run: PipelineRun, y: pd.Series) -> None:
     """The classes in scikit-learn's order, and the positive one of a binary task."""
     counts = y.value_counts()
-    run.classes = np.unique(y.to_numpy())
-    if len(run.classes) == 2:
-        run.positive_class = M.positive_label(run.classes, counts.to_dict())
-        run.logger.set_tags({TAG_POSITIVE_CLASS: str(run.positive_class)})
-    run.result["labels"] = {
-        "classes": [str(c) for c in run.classes[:50]],
-        "positive": None if run.positive_class is None else str(run.positive_class),
+    run.data.classes = np.unique(y.to_numpy())
+    if len(run.data.classes) == 2:
+        run.data.positive_class = M.positive_label(run.data.classes, counts.to_dict())
+        run.logger.set_tags({TAG_POSITIVE_CLASS: str(run.data.positive_class)})
+    run.result.labels = {
+        "classes": [str(c) for c in run.data.classes[:50]],
+        "positive": None if run.data.positive_class is None else str(run.data.positive_class),
     }
     smallest = counts.min() / len(y)
     if smallest < IMBALANCE_SHARE:
@@ -190,14 +194,14 @@ def _record_classes(run: PipelineRun, y: pd.Series) -> None:
 
 
 def _record_data(run: PipelineRun, path: str, used: list[ColumnSpec]) -> None:
-    rows, target = len(run.X), str(run.target)
+    rows, target = len(run.data.X), str(run.data.target)
     run.logger.log_params(
         {
             "data.path": path,
             "data.rows": rows,
             "data.columns": len(used),
             "target": target,
-            "task": run.task,
+            "task": run.data.task,
             "seed": run.seed,
             "engine": run.engine,
         }
@@ -210,13 +214,13 @@ def _record_data(run: PipelineRun, path: str, used: list[ColumnSpec]) -> None:
             rows=rows,
             columns=[
                 *((s.name, _MLFLOW_TYPES.get(s.kind, "string")) for s in used),
-                (target, "double" if run.task == "regression" else "string"),
+                (target, "double" if run.data.task == "regression" else "string"),
             ],
             targets=target,
         )
     except Exception as exc:  # the dataset record is a nicety, never a reason to fail
         run.note(f"dataset not recorded with log_input: {type(exc).__name__}")
-    run.result["data"] = {
+    run.result.data = {
         "path": path,
         "rows": rows,
         "cols": len(used),
@@ -231,18 +235,19 @@ def _apply_adapter(run: PipelineRun) -> None:
         return
     from mlpilot.adapters import get_adapter
 
-    advice = get_adapter(name).advise(list(run.X.columns), run.target or "", run.task or "")
+    advice = get_adapter(name).advise(
+        list(run.data.X.columns), run.data.target or "", run.data.task or ""
+    )
     if advice.drop:
-        run.X = run.X.drop(columns=list(advice.drop))
-        run.specs = [s for s in run.specs if s.name not in advice.drop]
-        run.raw_example = run.raw_example.drop(columns=list(advice.drop))
+        run.data.drop_columns(list(advice.drop))
+        run.data.raw_example = run.data.raw_example.drop(columns=list(advice.drop))
         for column, why in advice.drop.items():
             run.note(f"column {column!r} dropped: {why}")
-    binary = run.classes is not None and len(run.classes) == 2
+    binary = run.data.classes is not None and len(run.data.classes) == 2
     if advice.metric and (advice.metric != "pr_auc" or binary):
-        run.main_metric = advice.metric
+        run.model.main_metric = advice.metric
     run.notes.extend(advice.notes)
-    run.result["adapter"] = {"name": name, "dropped": advice.drop, "metric": run.main_metric}
+    run.result.adapter = {"name": name, "dropped": advice.drop, "metric": run.model.main_metric}
 
 
 def _columns(frame: pd.DataFrame, limit: int = 15) -> str:
@@ -350,8 +355,8 @@ def class_labels(y_raw: pd.Series) -> tuple[pd.Series, list[str]]:
 def _split(run: PipelineRun) -> None:
     from sklearn.model_selection import train_test_split
 
-    index = run.X.index.to_numpy()
-    stratify = run.y.to_numpy() if run.task == "classification" else None
+    index = run.data.X.index.to_numpy()
+    stratify = run.data.y.to_numpy() if run.data.task == "classification" else None
     if len(index) < 10:
         raise DataError(
             f"only {len(index)} usable rows: too few to train and test a model",
@@ -360,82 +365,47 @@ def _split(run: PipelineRun) -> None:
     train, test = train_test_split(
         index, test_size=TEST_SIZE, random_state=run.seed, stratify=stratify
     )
-    run.train_index, run.test_index = pd.Index(np.sort(train)), pd.Index(np.sort(test))
-
-
-def _train(run: PipelineRun) -> tuple[pd.DataFrame, pd.Series]:
-    return _rows(run, "train", run.train_index)
-
-
-def _test(run: PipelineRun) -> tuple[pd.DataFrame, pd.Series]:
-    return _rows(run, "test", run.test_index)
-
-
-def _rows(run: PipelineRun, part: str, index: pd.Index) -> tuple[pd.DataFrame, pd.Series]:
-    # Several steps read the same split; a million-row copy costs a tenth of a second each
-    # time. The cache holds the objects it was made from, so any reassignment of X, y or
-    # the split (cleaning, adapters) is a miss. Callers never modify the frames they get.
-    key = (run.X, run.y, index)
-    cached = run.split_cache.get(part)
-    if cached is not None and all(a is b for a, b in zip(cached[0], key, strict=True)):
-        return cached[1]
-    frames = (run.X.loc[index], run.y.loc[index])
-    run.split_cache[part] = (key, frames)
-    return frames
-
-
-def _require_data(run: PipelineRun, step: str) -> None:
-    if run.X is None:
-        raise MlpilotError(f"{step} needs data: the pipeline has no load_data step before it")
+    run.data.train_index, run.data.test_index = pd.Index(np.sort(train)), pd.Index(np.sort(test))
 
 
 # -- clean --------------------------------------------------------------------------------------
 def clean_data(run: PipelineRun, strategy: str = "auto", drop_duplicates: bool = True) -> None:
-    _require_data(run, "clean_data")
+    data = run.data
+    data.require("clean_data")
     with run.stage("clean"):
-        before = len(run.X)
+        before = len(data.X)
         report: dict[str, Any] = {"rows_before": before, "strategy": strategy}
         if drop_duplicates:
-            hashed = pd.util.hash_pandas_object(run.X, index=False) ^ pd.util.hash_pandas_object(
-                run.y, index=False
+            hashed = pd.util.hash_pandas_object(data.X, index=False) ^ pd.util.hash_pandas_object(
+                data.y, index=False
             )
             dup = hashed.duplicated().to_numpy()
             report["duplicates_removed"] = int(dup.sum())
             if dup.any():
-                _keep_rows(run, ~dup)
+                data.keep_rows(~dup)
                 run.note(f"removed {int(dup.sum())} duplicate rows")
         if strategy == "drop":
-            complete = run.X.notna().all(axis=1).to_numpy()
+            complete = data.X.notna().all(axis=1).to_numpy()
             report["incomplete_rows_removed"] = int((~complete).sum())
             if not complete.any():
                 raise DataError(
                     "every row has a missing value: strategy 'drop' would remove them all",
                     hint="use strategy auto, mean or median",
                 )
-            _keep_rows(run, complete)
-        X_train, y_train = _train(run)
-        run.cleaning = plan_cleaning(X_train, y_train, run.specs, run.task, strategy)
-        for name, reason in run.cleaning.dropped.items():
+            data.keep_rows(complete)
+        X_train, y_train = data.train()
+        data.cleaning = plan_cleaning(X_train, y_train, data.specs, str(data.task), strategy)
+        for name, reason in data.cleaning.dropped.items():
             run.note(f"column {name!r} dropped: {reason}")
-        if run.cleaning.dropped:
-            run.X = run.X.drop(columns=list(run.cleaning.dropped))
-            run.specs = [s for s in run.specs if s.name not in run.cleaning.dropped]
-        report.update(rows_after=len(run.X), **run.cleaning.to_dict())
+        if data.cleaning.dropped:
+            data.drop_columns(list(data.cleaning.dropped))
+        report.update(rows_after=len(data.X), **data.cleaning.to_dict())
         run.logger.log_dict(report, "reports/cleaning.json")
         run.logger.log_params(
             {"clean.strategy": strategy, "clean.drop_duplicates": drop_duplicates}
         )
-        run.log_metrics({"clean_rows_removed": before - len(run.X)})
-        run.result["cleaning"] = {
-            "rows_removed": before - len(run.X),
-            "columns_dropped": list(run.cleaning.dropped),
+        run.log_metrics({"clean_rows_removed": before - len(data.X)})
+        run.result.cleaning = {
+            "rows_removed": before - len(data.X),
+            "columns_dropped": list(data.cleaning.dropped),
         }
-
-
-def _keep_rows(run: PipelineRun, mask: np.ndarray) -> None:
-    run.X, run.y = run.X[mask], run.y[mask]
-    kept = run.X.index
-    run.train_index = run.train_index.intersection(kept)
-    run.test_index = run.test_index.intersection(kept)
-    if len(run.train_index) < 5 or len(run.test_index) < 2:
-        raise DataError(f"only {len(kept)} rows are left after cleaning: too few to train and test")

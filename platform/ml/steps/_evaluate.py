@@ -10,8 +10,7 @@ from mlpilot.platform.errors import MlpilotError
 from mlpilot.platform.ml import metrics as M
 from mlpilot.platform.ml.context import PipelineRun
 from mlpilot.platform.ml.features import source_columns
-from mlpilot.platform.ml.models import LABELS, TREE_FAMILIES
-from mlpilot.platform.ml.steps._data import _require_data, _test, _train
+from mlpilot.platform.ml.modeling import LABELS, TREE_FAMILIES
 from mlpilot.platform.ml.steps._model import _scores, train_model
 
 PERMUTATION_ROWS = 5000
@@ -19,8 +18,8 @@ PERMUTATION_ROWS = 5000
 
 # -- evaluate -------------------------------------------------------------------------------------------
 def evaluate_model(run: PipelineRun, cv_folds: int = 5) -> None:
-    _require_data(run, "evaluate_model")
-    if run.model is None:
+    run.data.require("evaluate_model")
+    if not run.model.fitted:
         raise MlpilotError(
             "evaluate_model needs a model: add train_model or optimize_model before it"
         )
@@ -28,8 +27,8 @@ def evaluate_model(run: PipelineRun, cv_folds: int = 5) -> None:
     from sklearn.model_selection import KFold, StratifiedKFold, cross_validate
 
     with run.stage("evaluate"):
-        X_train, y_train = _train(run)
-        if run.task == "classification":
+        X_train, y_train = run.data.train()
+        if run.data.task == "classification":
             folds = min(cv_folds, int(y_train.value_counts().min()))
             if folds < cv_folds:
                 run.note(
@@ -42,7 +41,12 @@ def evaluate_model(run: PipelineRun, cv_folds: int = 5) -> None:
             splitter = KFold(n_splits=cv_folds, shuffle=True, random_state=run.seed)
         scoring = _cv_scoring(run)
         result = cross_validate(
-            clone(run.model), X_train, y_train, cv=splitter, scoring=scoring, error_score="raise"
+            clone(run.model.pipeline),
+            X_train,
+            y_train,
+            cv=splitter,
+            scoring=scoring,
+            error_score="raise",
         )
         cv_metrics: dict[str, float] = {}
         for name in scoring:
@@ -56,37 +60,41 @@ def evaluate_model(run: PipelineRun, cv_folds: int = 5) -> None:
 
 
 def _cv_scoring(run: PipelineRun) -> dict[str, Any]:
-    names = M.REGRESSION if run.task == "regression" else M.CLASSIFICATION
-    binary = run.classes is not None and len(run.classes) == 2
+    names = M.REGRESSION if run.data.task == "regression" else M.CLASSIFICATION
+    binary = run.data.classes is not None and len(run.data.classes) == 2
     scoring = {}
     for name in names:
         if name == "pr_auc" and not binary:
             continue
-        if name in ("log_loss", "roc_auc", "pr_auc") and not hasattr(run.model, "predict_proba"):
+        if name in ("log_loss", "roc_auc", "pr_auc") and not hasattr(
+            run.model.pipeline, "predict_proba"
+        ):
             continue
-        scoring[name] = M.sklearn_scorer(name, run.task, run.classes, run.positive_class)
+        scoring[name] = M.sklearn_scorer(
+            name, run.data.task, run.data.classes, run.data.positive_class
+        )
     return scoring
 
 
 def _log_plots(run: PipelineRun) -> None:
     from mlpilot.platform.ml import plots
 
-    X_test, y_test = _test(run)
-    y_pred = run.model.predict(X_test)
+    X_test, y_test = run.data.test()
+    y_pred = run.model.pipeline.predict(X_test)
     figures = []
-    if run.task == "classification":
+    if run.data.task == "classification":
         figures.append(
             (
-                plots.confusion_matrix_figure(y_test, y_pred, run.classes),
+                plots.confusion_matrix_figure(y_test, y_pred, run.data.classes),
                 "plots/confusion_matrix.png",
             )
         )
-        scores = _scores(run.model, X_test)
-        if scores is not None and len(run.classes) == 2 and y_test.nunique() == 2:
-            pos = run.positive_class
+        scores = _scores(run.model.pipeline, X_test)
+        if scores is not None and len(run.data.classes) == 2 and y_test.nunique() == 2:
+            pos = run.data.positive_class
             figures.append(
                 (
-                    plots.roc_figure(y_test, M._pos_column(scores, run.classes, pos), pos),
+                    plots.roc_figure(y_test, M._pos_column(scores, run.data.classes, pos), pos),
                     "plots/roc_curve.png",
                 )
             )
@@ -102,8 +110,8 @@ def _log_plots(run: PipelineRun) -> None:
 
 # -- importance -----------------------------------------------------------------------------------------
 def feature_importance(run: PipelineRun, method: str = "auto", top_k: int = 10) -> None:
-    _require_data(run, "feature_importance")
-    if run.model is None:
+    run.data.require("feature_importance")
+    if not run.model.fitted:
         run.note("no model in the plan: fitting a default random forest for feature importance")
         train_model(run, model="rf")
     from mlpilot.platform.ml import plots
@@ -112,9 +120,9 @@ def feature_importance(run: PipelineRun, method: str = "auto", top_k: int = 10) 
         used = method
         if method == "auto":
             used = "permutation"
-        if used == "impurity" and run.model_family not in TREE_FAMILIES:
+        if used == "impurity" and run.model.family not in TREE_FAMILIES:
             run.note(
-                f"impurity importance needs a tree model; {LABELS[run.model_family]} uses permutation importance"
+                f"impurity importance needs a tree model; {LABELS[run.model.family]} uses permutation importance"
             )
             used = "permutation"
         ranking = _impurity(run) if used == "impurity" else _permutation(run)
@@ -132,7 +140,7 @@ def feature_importance(run: PipelineRun, method: str = "auto", top_k: int = 10) 
         run.logger.log_figure(fig, "plots/feature_importance.png")
         plots.close(fig)
         run.logger.log_params({"importance.method": used, "importance.top_k": top_k})
-        run.result["importance"] = top
+        run.result.importance = top
         run.event(
             "progress",
             stage="importance",
@@ -141,12 +149,12 @@ def feature_importance(run: PipelineRun, method: str = "auto", top_k: int = 10) 
 
 
 def _impurity(run: PipelineRun) -> dict[str, float]:
-    estimator = run.model.named_steps["model"]
+    estimator = run.model.pipeline.named_steps["model"]
     values = np.asarray(estimator.feature_importances_, dtype=float)
-    preprocessor = run.model.named_steps["features"]
+    preprocessor = run.model.pipeline.named_steps["features"]
     names = list(preprocessor.get_feature_names_out())
     mapping = source_columns(preprocessor)
-    totals: dict[str, float] = {s.name: 0.0 for s in run.specs}
+    totals: dict[str, float] = {s.name: 0.0 for s in run.data.specs}
     for name, value in zip(names, values, strict=False):
         sources = mapping.get(name, [])
         for source in sources:
@@ -158,15 +166,18 @@ def _impurity(run: PipelineRun) -> dict[str, float]:
 def _permutation(run: PipelineRun) -> dict[str, float]:
     from sklearn.inspection import permutation_importance
 
-    X_test, y_test = _test(run)
+    X_test, y_test = run.data.test()
     if len(X_test) > PERMUTATION_ROWS:
         sample = X_test.sample(PERMUTATION_ROWS, random_state=run.seed)
         X_test, y_test = sample, y_test.loc[sample.index]
     scorer = M.sklearn_scorer(
-        run.main_metric or M.default_metric(run.task), run.task, run.classes, run.positive_class
+        run.model.main_metric or M.default_metric(run.data.task),
+        run.data.task,
+        run.data.classes,
+        run.data.positive_class,
     )
     result = permutation_importance(
-        run.model, X_test, y_test, n_repeats=3, random_state=run.seed, scoring=scorer
+        run.model.pipeline, X_test, y_test, n_repeats=3, random_state=run.seed, scoring=scorer
     )
     return {
         str(c): max(float(v), 0.0)

@@ -9,15 +9,9 @@ import pandas as pd
 
 from mlpilot.platform.ml import metrics as M
 from mlpilot.platform.ml.context import PipelineRun
-from mlpilot.platform.ml.features import (
-    CleaningPlan,
-    FeaturePlan,
-    build_preprocessor,
-    plan_cleaning,
-    plan_features,
-)
-from mlpilot.platform.ml.models import LABELS, SCALE_SENSITIVE, make_estimator, resolve_family
-from mlpilot.platform.ml.steps._data import IMBALANCE_SHARE, _require_data, _test, _train
+from mlpilot.platform.ml.features import plan_features
+from mlpilot.platform.ml.modeling import LABELS, resolve_family
+from mlpilot.platform.ml.steps._outputs import log_model
 
 
 # -- features -----------------------------------------------------------------------------------
@@ -28,14 +22,14 @@ def engineer_features(
     interactions: bool = False,
     max_interactions: int = 10,
 ) -> None:
-    _require_data(run, "engineer_features")
+    run.data.require("engineer_features")
     with run.stage("features"):
-        X_train, y_train = _train(run)
-        run.features = plan_features(
+        X_train, y_train = run.data.train()
+        run.data.features = plan_features(
             X_train,
             y_train,
-            run.specs,
-            run.task,
+            run.data.specs,
+            run.data.task,
             engineered=True,
             datetime=datetime,
             target_encoding=target_encoding,
@@ -43,7 +37,7 @@ def engineer_features(
             max_interactions=max_interactions,
             seed=run.seed,
         )
-        run.logger.log_dict(run.features.to_dict(), "reports/features.json")
+        run.logger.log_dict(run.data.features.to_dict(), "reports/features.json")
         run.logger.log_params(
             {
                 "features.datetime": datetime,
@@ -51,76 +45,21 @@ def engineer_features(
                 "features.interactions": interactions,
             }
         )
-        run.result["features"] = run.features.to_dict()
-
-
-def _cleaning(run: PipelineRun) -> CleaningPlan:
-    if run.cleaning is None:
-        X_train, y_train = _train(run)
-        run.cleaning = plan_cleaning(
-            X_train, y_train, run.specs, run.task, "auto", indicators=False
-        )
-    return run.cleaning
-
-
-def _features(run: PipelineRun) -> FeaturePlan:
-    if run.features is None:
-        X_train, y_train = _train(run)
-        run.features = plan_features(
-            X_train, y_train, run.specs, run.task, engineered=False, seed=run.seed
-        )
-    return run.features
-
-
-def build_pipeline(run: PipelineRun, family: str, params: dict[str, Any] | None = None) -> Any:
-    """SchemaCoercer → preprocessing → estimator: the whole model that gets logged."""
-    from sklearn.pipeline import Pipeline
-
-    from mlpilot.platform.ml.transformers import SchemaCoercer
-
-    family = resolve_family(family)
-    preprocessor = build_preprocessor(
-        run.specs,
-        _cleaning(run),
-        _features(run),
-        scale=family in SCALE_SENSITIVE,
-        task=run.task,
-        seed=run.seed,
-    )
-    imbalanced = bool(
-        run.task == "classification" and run.y.value_counts(normalize=True).min() < IMBALANCE_SHARE
-    )
-    estimator = make_estimator(
-        family,
-        run.task,
-        params=params,
-        seed=run.seed,
-        imbalanced=imbalanced,
-        device="gpu" if run.engine == "gpu" else "cpu",
-        n_classes=len(run.classes) if run.classes is not None else 0,
-        n_jobs=run.n_jobs,
-    )
-    return Pipeline(
-        [
-            ("coerce", SchemaCoercer([s.to_dict() for s in run.specs])),
-            ("features", preprocessor),
-            ("model", estimator),
-        ]
-    )
+        run.result.features = run.data.features.to_dict()
 
 
 # -- train ----------------------------------------------------------------------------------------
 def train_model(
     run: PipelineRun, model: str = "auto", params: dict[str, Any] | None = None
 ) -> None:
-    _require_data(run, "train_model")
+    run.data.require("train_model")
     run.open_tracking()  # while the model fits
     with run.stage("train"):
         family = resolve_family(model)
         if model == "auto":
             run.note(f"model auto: fitting {LABELS[family]} with its default configuration")
-        pipeline = build_pipeline(run, family, params)
-        X_train, y_train = _train(run)
+        pipeline = run.build_pipeline(family, params)
+        X_train, y_train = run.data.train()
         if family == "svm" and len(X_train) > 20000:
             run.note(
                 f"svm on {len(X_train)} rows is slow (its cost grows with the square of the rows)"
@@ -132,25 +71,33 @@ def train_model(
 
 
 def set_model(run: PipelineRun, pipeline: Any, family: str, params: dict[str, Any]) -> None:
-    run.model, run.model_family, run.model_params = pipeline, family, dict(params)
-    run.model_logged = False
-    if run.main_metric is None:
-        run.main_metric = M.default_metric(
-            run.task, len(run.classes) if run.classes is not None else 0
-        )
+    """Make ``pipeline`` the run's model: scored, then logged when the pipeline ends."""
+    model = run.model
+    model.pipeline, model.family, model.params = pipeline, family, dict(params)
+    model.logged = False
+    if model.main_metric is None:
+        model.main_metric = M.default_metric(str(run.data.task), run.data.n_classes)
     run.logger.log_params(
         {"model.family": family, **{f"model.{k}": v for k, v in (params or {}).items()}}
     )
+    run.on_finish(_log_final_model)
+
+
+def _log_final_model(run: PipelineRun) -> None:
+    if run.model.fitted and not run.model.logged:
+        with run.stage("log_model"):
+            log_model(run)
 
 
 def score_on_test(run: PipelineRun) -> dict[str, float]:
     with run.stage("score"):
-        X_test, y_test = _test(run)
-        y_pred = run.model.predict(X_test)
-        y_score = _scores(run.model, X_test) if run.task == "classification" else None
-        test = M.scores(run.task, y_test, y_pred, y_score, run.classes, run.positive_class)
+        data, pipeline = run.data, run.model.pipeline
+        X_test, y_test = data.test()
+        y_pred = pipeline.predict(X_test)
+        y_score = _scores(pipeline, X_test) if data.task == "classification" else None
+        test = M.scores(str(data.task), y_test, y_pred, y_score, data.classes, data.positive_class)
     run.log_metrics({f"test_{k}": v for k, v in test.items()})
-    run.result["test_predictions"] = {"n": len(y_test)}
+    run.result.test_predictions = {"n": len(y_test)}
     return test
 
 
@@ -175,12 +122,12 @@ def optimize_model(
     early_stopping: bool = True,
     warm_start: bool = True,
 ) -> None:
-    _require_data(run, "optimize_model")
+    run.data.require("optimize_model")
     run.open_tracking()
-    from mlpilot.platform.ml import tuning
+    from mlpilot.platform.ml.hpo import optimize
 
     with run.stage("tune"):
-        family, params = tuning.optimize(
+        family, params = optimize(
             run,
             model=model,
             trials=trials,
@@ -190,10 +137,10 @@ def optimize_model(
             warm_start=warm_start,
         )
     with run.stage("train"):
-        pipeline = build_pipeline(run, family, params)
-        X_train, y_train = _train(run)
+        pipeline = run.build_pipeline(family, params)
+        X_train, y_train = run.data.train()
         pipeline.fit(X_train, y_train)
         set_model(run, pipeline, family, params)
         if metric:
-            run.main_metric = metric
+            run.model.main_metric = metric
     score_on_test(run)

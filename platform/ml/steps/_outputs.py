@@ -26,20 +26,22 @@ def log_model(run: PipelineRun) -> str | None:
     from mlflow.types import ColSpec, Schema
     from mlflow.types.schema import AnyType
 
-    example = run.raw_example
+    example = run.data.raw_example
     # Raw files vary (ints in one file, floats or blanks in the next); SchemaCoercer
     # parses every column, so the signature names the columns and accepts any type.
     inputs = Schema([ColSpec(AnyType(), str(c)) for c in example.columns])
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the inferred *input* schema is replaced below
-        outputs = infer_signature(example, run.model.predict(example)).outputs
-    run.model_uri = run.logger.log_model(
-        run.model, signature=ModelSignature(inputs=inputs, outputs=outputs), input_example=example
+        outputs = infer_signature(example, run.model.pipeline.predict(example)).outputs
+    run.model.uri = run.logger.log_model(
+        run.model.pipeline,
+        signature=ModelSignature(inputs=inputs, outputs=outputs),
+        input_example=example,
     )
-    run.model_logged = True
-    if run.model_uri:
-        run.event("progress", stage="log_model", message=f"model logged: {run.model_uri}")
-    return run.model_uri
+    run.model.logged = True
+    if run.model.uri:
+        run.event("progress", stage="log_model", message=f"model logged: {run.model.uri}")
+    return run.model.uri
 
 
 def register_model(
@@ -57,13 +59,13 @@ def register_model(
             raise MlpilotError(
                 "register_model needs MLflow tracking", hint="run without --no-track"
             )
-        if run_id is None and run.model is not None:
-            if not run.model_logged:
+        if run_id is None and run.model.pipeline is not None:
+            if not run.model.logged:
                 log_model(run)
-            source_run, model_uri = run.logger.run_id, run.model_uri
+            source_run, model_uri = run.logger.run_id, run.model.uri
         else:
             source_run, model_uri = registry.resolve_source(
-                client, run.logger.experiment_id, run_id, metric or run.main_metric
+                client, run.logger.experiment_id, run_id, metric or run.model.main_metric
             )
         version = registry.register(
             client,
@@ -73,17 +75,17 @@ def register_model(
             source_run_id=source_run,
             lineage=_lineage(run),
         )
-        run.result["registered"] = version
+        run.result.registered = version
         run.note(
             f"registered {name} version {version['version']}" + (f" as @{alias}" if alias else "")
         )
 
 
 def _lineage(run: PipelineRun) -> dict[str, str]:
-    lineage = {vocab.TAG_TARGET: run.target or "", vocab.TAG_TASK: run.task or ""}
-    if run.main_metric and f"test_{run.main_metric}" in run.metrics:
-        lineage[vocab.TAG_METRIC] = run.main_metric
-        lineage[vocab.TAG_METRIC_VALUE] = f"{run.metrics[f'test_{run.main_metric}']:.6g}"
+    lineage = {vocab.TAG_TARGET: run.data.target or "", vocab.TAG_TASK: run.data.task or ""}
+    if run.model.main_metric and f"test_{run.model.main_metric}" in run.metrics:
+        lineage[vocab.TAG_METRIC] = run.model.main_metric
+        lineage[vocab.TAG_METRIC_VALUE] = f"{run.metrics[f'test_{run.model.main_metric}']:.6g}"
     return lineage
 
 
@@ -92,8 +94,8 @@ def predict(
 ) -> None:
     with run.stage("predict"):
         frame = read_table(data_path)
-        if model_uri is None and run.model is not None:
-            model, source = run.model, "this run's model"
+        if model_uri is None and run.model.pipeline is not None:
+            model, source = run.model.pipeline, "this run's model"
         else:
             from mlpilot.tracking import registry
 
@@ -117,5 +119,5 @@ def predict(
         result.to_csv(out, index=False)
         if out.stat().st_size < 50 * 2**20:
             run.logger.log_file(out, "predictions")
-        run.result["predictions"] = {"path": str(out), "rows": len(result), "model": source}
+        run.result.predictions = {"path": str(out), "rows": len(result), "model": source}
         run.note(f"wrote {len(result)} predictions to {out}")

@@ -99,7 +99,7 @@ class TemplateCatalog:
 
 @lru_cache(maxsize=1)
 def builtin_templates() -> TemplateCatalog:
-    folder = resources.files("mlpilot.platform.agent").joinpath("workflows")
+    folder = resources.files("mlpilot.platform.plan").joinpath("workflows")
     templates = []
     for entry in sorted(folder.iterdir(), key=lambda p: p.name):
         if entry.name.endswith(".json"):

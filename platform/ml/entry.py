@@ -1,0 +1,164 @@
+"""How a generated ``pipeline.py`` starts and ends: its command line, its MLflow run, exit.
+
+mlpilot's executor passes its options in the environment (``protocol.ENV_*``); a person
+running the script uses flags. The script opens its run with ``open_pipeline`` and ends
+with ``exit_process``; everything in between is steps of the runtime library.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import functools
+import logging
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any, NoReturn
+
+from mlpilot.platform.errors import TrackingError
+from mlpilot.platform.ml import protocol
+from mlpilot.platform.ml.context import PipelineRun
+from mlpilot.platform.ml.deferred_logger import DeferredRunLogger
+from mlpilot.tracking import vocab
+
+logger = logging.getLogger(__name__)
+
+
+def parse_args(argv: list[str] | None, default_data: str | None) -> argparse.Namespace:
+    # argv is not safe to use under `python -m cudf.pandas -m cuml.accel` (some releases
+    # parse the arguments after the script): the executor uses the environment instead
+    parser = argparse.ArgumentParser(description="Run this mlpilot pipeline.")
+    parser.add_argument(
+        "--data",
+        default=os.environ.get(protocol.ENV_DATA) or default_data,
+        help="data file (default: the file planned on)",
+    )
+    parser.add_argument("--no-track", action="store_true", help="log nothing to MLflow")
+    parser.add_argument("--experiment", default=None, help="MLflow experiment for a standalone run")
+    parser.add_argument(
+        "--run-dir",
+        default=os.environ.get(protocol.ENV_RUN_DIR),
+        help=f"folder for {protocol.EVENTS_FILE}, {protocol.RESULT_FILE} and outputs "
+        "(default: the working directory)",
+    )
+    parser.add_argument(
+        "--engine",
+        choices=("cpu", "gpu"),
+        default=None,
+        help=f"engine this process runs on (default: {protocol.ENV_ENGINE_USED}, else cpu)",
+    )
+    parser.add_argument(
+        "--seed", type=int, default=None, help="random seed (default: the planned one)"
+    )
+    return parser.parse_args(argv)
+
+
+def open_pipeline(
+    argv: list[str] | None,
+    *,
+    plan: dict[str, Any],
+    seed: int,
+    default_data: str | None,
+    runtime: dict[str, dict[str, str]] | None = None,
+) -> PipelineRun:
+    """The run of a generated script, from its command line and environment."""
+    from mlpilot.platform.config.logs import configure_logging
+
+    configure_logging()
+    args = parse_args(argv, default_data)
+    run_dir = Path(args.run_dir or os.getcwd()).resolve()
+    run_dir.mkdir(parents=True, exist_ok=True)
+    engine = args.engine or os.environ.get(protocol.ENV_ENGINE_USED, "cpu")
+    # MLflow opens when training starts (see DeferredRunLogger), or when first needed;
+    # with --no-track there is nothing to open (the logger logs nothing)
+    pending = (
+        None if args.no_track else DeferredRunLogger(functools.partial(_open_logger, args, plan))
+    )
+    return PipelineRun(
+        plan=plan,
+        seed=args.seed if args.seed is not None else seed,
+        data_path=args.data,
+        run_dir=run_dir,
+        engine=engine,
+        pending_logger=pending,
+        runtime=runtime,
+        handed_run_id=os.environ.get(protocol.ENV_MLFLOW_RUN_ID),
+    )
+
+
+def exit_process(code: int) -> NoReturn:
+    """End the process with ``code`` after the exit handlers, skipping interpreter teardown.
+
+    Tearing down pandas, scikit-learn and MLflow module by module takes about a third of
+    a second and saves nothing. The ``atexit`` handlers still run: MLflow flushes its
+    asynchronous trace export there.
+    """
+    import atexit
+
+    try:
+        atexit._run_exitfuncs()
+    except Exception as exc:  # an exit handler's failure must not change the exit code
+        logger.warning("an exit handler failed: %s", exc)
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):  # a closed pipe: nothing left to flush into
+            stream.flush()
+    logging.shutdown()
+    os._exit(code)
+
+
+def await_run_id(path: Path, timeout_s: float = 600.0) -> str:
+    """The MLflow run id mlpilot writes to ``path`` once it has created the run.
+
+    mlpilot starts the pipeline first, so that reading the data overlaps with creating
+    the run; the pipeline needs the id only when it first logs.
+    """
+    # the pid mlpilot gave, not os.getppid() now: the parent may already be gone
+    parent = int(os.environ.get(protocol.ENV_PARENT_PID) or os.getppid())
+    deadline = time.monotonic() + timeout_s
+    while not path.exists():
+        if os.getppid() != parent:
+            raise TrackingError(
+                "mlpilot ended before it created this pipeline's MLflow run",
+                hint="see the mlpilot command's output for the reason",
+            )
+        if time.monotonic() > deadline:
+            raise TrackingError(
+                f"no MLflow run was handed over within {timeout_s:.0f} s",
+                hint="check that the tracking server answers (mlpilot doctor)",
+            )
+        time.sleep(0.02)
+    return path.read_text(encoding="utf-8").strip()
+
+
+def _open_logger(args: argparse.Namespace, plan: dict[str, Any]) -> tuple[Any, bool]:
+    """The MLflow logger of this pipeline, and whether this process created its run."""
+    from mlpilot.platform.config import get_settings
+    from mlpilot.tracking.mlflow_store import ensure_experiment, make_client, mlpilot_version
+    from mlpilot.tracking.run_logger import MlflowRunLogger
+
+    settings = get_settings()
+    run_id = os.environ.get(protocol.ENV_MLFLOW_RUN_ID)
+    handed_over = os.environ.get(protocol.ENV_RUN_ID_FILE)
+    if handed_over:
+        # before opening the store: on a new home the parent is still creating its tables
+        run_id = await_run_id(Path(handed_over))
+        os.environ[protocol.ENV_MLFLOW_RUN_ID] = run_id  # for plugin code on MLflow's fluent API
+    client = make_client(settings)
+    if run_id:
+        return MlflowRunLogger(client, run_id), False
+    experiment_id = ensure_experiment(
+        client, args.experiment or settings.experiment, settings.artifact_root
+    )
+    run = client.create_run(
+        experiment_id,
+        tags={
+            vocab.TAG_KIND: vocab.KIND_PIPELINE,
+            vocab.TAG_SOURCE: protocol.SCRIPT_FILE,
+            vocab.TAG_VERSION: mlpilot_version(),
+        },
+    )
+    new_logger = MlflowRunLogger(client, run.info.run_id, experiment_id)
+    new_logger.log_dict(plan, "plan.json")
+    return new_logger, True
