@@ -10,7 +10,7 @@ Runs on the CPU, on N rows of the sample sales data (default 1,000,000):
       boosting stops early on a validation split of the rows it is given, so anything
       less would time two different models: the printed test RMSE and boosting
       iterations of both show that they are the same model.
-Prints wall time and peak memory of each and the wall-time ratio (goal ≤ 1.10).
+Prints wall time and peak memory of each, and both ratios (goals: wall ≤ 1.10, memory ≤ 1.25).
 One small run first sets up the MLflow database and metadata store under a fresh
 MLPILOT_HOME: that happens once per home, not per run, and is not measured.
 
@@ -168,16 +168,22 @@ def main() -> None:
                     f"{run_wall - result['timings']['total']:.1f}s"
                 )
         print()
-        print(f"{'rows':>9} | {'variant':<22} | {'wall s':>8} | {'peak MiB':>9} | {'ratio':>6}")
-        print("-" * 66)
+        header = f"{'rows':>9} | {'variant':<22} | {'wall s':>8} | {'peak MiB':>9} |"
+        print(f"{header} {'wall ratio':>10} | {'memory ratio':>12}")
+        print("-" * 84)
         for hand_wall, hand_peak, run_wall, run_peak in rows:
-            print(
-                f"{args.rows:>9} | {'hand-written script':<22} | {hand_wall:8.1f} | {hand_peak:9.0f} | {1.0:6.2f}"
-            )
-            print(
-                f"{args.rows:>9} | {'mlpilot run':<22} | {run_wall:8.1f} | {run_peak:9.0f} | {run_wall / hand_wall:6.2f}"
-            )
-        print("\ngoal: wall-time ratio ≤ 1.10 (peak memory is the largest process of each variant)")
+            for name, wall, peak in (
+                ("hand-written script", hand_wall, hand_peak),
+                ("mlpilot run", run_wall, run_peak),
+            ):
+                print(
+                    f"{args.rows:>9} | {name:<22} | {wall:8.1f} | {peak:9.0f} | "
+                    f"{wall / hand_wall:10.2f} | {peak / hand_peak:12.2f}"
+                )
+        print(
+            "\ngoal: wall-time ratio ≤ 1.10, memory ratio ≤ 1.25 "
+            "(peak memory is the largest process of each variant, ru_maxrss)"
+        )
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 import uuid
 from dataclasses import dataclass, field
@@ -9,6 +10,8 @@ from typing import Any
 
 from mlpilot.dashboards import queries
 from mlpilot.platform.ml.protocol import PipelineEvent
+
+logger = logging.getLogger(__name__)
 
 MAX_EVENTS = 400
 
@@ -80,6 +83,7 @@ def _work(job: Job, engine: str | None) -> None:
     except MlpilotError as exc:
         job.error = exc.one_line()
     except Exception as exc:  # shown in the chat, never a silent dead thread
+        logger.debug("shown in the chat, never a silent dead thread: %s", exc)
         job.error = f"internal error: {type(exc).__name__}: {exc}"
     finally:
         job.done = True

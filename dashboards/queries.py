@@ -7,7 +7,7 @@ downsampling) so a history of 10,000 runs or a study of 20,000 trials stays resp
 from __future__ import annotations
 
 import base64
-import contextlib
+import logging
 import re
 import threading
 import time
@@ -17,6 +17,8 @@ from typing import Any
 
 from mlpilot.platform.config import Settings, get_settings
 from mlpilot.tracking import vocab
+
+logger = logging.getLogger(__name__)
 
 _STATE: dict[str, Any] = {}
 _LOCK = threading.RLock()
@@ -167,7 +169,8 @@ def list_runs(
 def experiments() -> list[str]:
     try:
         return sorted(e.name for e in client().search_experiments())
-    except Exception:  # the dashboard still lists runs from MongoDB when MLflow is down
+    except Exception as exc:  # the dashboard still lists runs from MongoDB when MLflow is down
+        logger.debug("the dashboard still lists runs from MongoDB when MLflow is down: %s", exc)
         return []
 
 
@@ -203,6 +206,7 @@ def run_detail(run_id: str) -> dict[str, Any] | None:
             "tags": dict(run.data.tags),
         }
     except Exception as exc:
+        logger.debug("MLflow details unavailable for the run: %s", exc)
         detail["mlflow_error"] = str(exc).splitlines()[0][:200]
     detail["pipeline"] = _pipeline_source(doc)
     detail["plots"] = _plots(run_id)
@@ -220,7 +224,8 @@ def _pipeline_source(doc: dict[str, Any]) -> str | None:
     try:
         local = client().download_artifacts(doc["_id"], "pipeline.py")
         return Path(local).read_text(encoding="utf-8", errors="replace")
-    except Exception:
+    except Exception as exc:
+        logger.debug("pipeline.py not readable: %s", exc)
         return None
 
 
@@ -230,7 +235,8 @@ def _plots(run_id: str, limit: int = 12) -> list[dict[str, str]]:
 
     try:
         items = client().list_artifacts(run_id, "plots")
-    except Exception:
+    except Exception as exc:
+        logger.debug("plots not readable: %s", exc)
         return []
     plots = []
     for item in items[:limit]:
@@ -238,7 +244,8 @@ def _plots(run_id: str, limit: int = 12) -> list[dict[str, str]]:
             continue
         try:
             data = Path(client().download_artifacts(run_id, item.path)).read_bytes()
-        except Exception:
+        except Exception as exc:
+            logger.debug("plots not readable: %s", exc)
             continue
         plots.append(
             {
@@ -252,7 +259,8 @@ def _plots(run_id: str, limit: int = 12) -> list[dict[str, str]]:
 def _versions_of_run(run_id: str) -> list[dict[str, Any]]:
     try:
         versions = client().search_model_versions(f"run_id = '{run_id}'")
-    except Exception:
+    except Exception as exc:
+        logger.debug("registry versions unavailable: %s", exc)
         return []
     return [
         {"name": v.name, "version": v.version, "aliases": list(getattr(v, "aliases", []) or [])}
@@ -265,8 +273,10 @@ def compare_runs(run_ids: list[str]) -> dict[str, Any]:
     for run_id in run_ids:
         doc = store().get_run(run_id) or {"_id": run_id}
         params: dict[str, str] = {}
-        with contextlib.suppress(Exception):
+        try:
             params = dict(client().get_run(run_id).data.params)
+        except Exception as exc:  # the run's MLflow side is gone: metrics from MongoDB only
+            logger.debug("parameters of run %s unavailable: %s", run_id, exc)
         rows.append(
             {
                 "run_id": run_id,
@@ -317,7 +327,8 @@ def studies() -> list[dict[str, Any]]:
     storage = _optuna_storage()
     try:
         frozen = storage.get_all_studies()
-    except Exception:
+    except Exception as exc:
+        logger.debug("Optuna storage unavailable: %s", exc)
         return []
     out = []
     for study in sorted(frozen, key=lambda s: s._study_id, reverse=True):
@@ -358,7 +369,8 @@ def _importances(name: str, n_trials: int) -> dict[str, float]:
     view.add_trials(sample)
     try:
         return {k: float(v) for k, v in optuna.importance.get_param_importances(view).items()}
-    except Exception:
+    except Exception as exc:
+        logger.debug("parameter importances unavailable: %s", exc)
         return {}
 
 
@@ -420,7 +432,8 @@ def registered_models() -> list[dict[str, Any]]:
     out = []
     try:
         models = client().search_registered_models(max_results=500)
-    except Exception:
+    except Exception as exc:
+        logger.debug("registry unavailable: %s", exc)
         return out
     for model in models:
         aliases = dict(getattr(model, "aliases", {}) or {})

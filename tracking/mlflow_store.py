@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import re
 import urllib.error
@@ -13,6 +14,8 @@ from typing import TYPE_CHECKING
 
 from mlpilot.platform.errors import TrackingError
 from mlpilot.tracking import vocab
+
+logger = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from mlflow import MlflowClient
@@ -110,8 +113,10 @@ def _initialise_sqlite(uri: str, artifact_root: str) -> None:
     """
     from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
 
-    with contextlib.suppress(Exception):  # another process initialised it first
+    try:
         SqlAlchemyStore(uri, artifact_root)
+    except Exception as exc:  # another process initialised it first
+        logger.debug("store initialised elsewhere: %s", exc)
 
 
 @contextlib.contextmanager

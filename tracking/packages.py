@@ -15,10 +15,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import sys
 from pathlib import Path
 from typing import Any
+
+logger = logging.getLogger(__name__)
 
 CACHE_FILE = Path("cache") / "python-packages.json"
 
@@ -95,5 +98,6 @@ def seed_mlflow(home: Path) -> bool:
             owners["databricks"] = [p for p in owners["databricks"] if p not in scoped]
         ru._MODULES_TO_PACKAGES = owners
         return True
-    except Exception:  # MLflow changed: it builds the map itself, as it always could
+    except Exception as exc:  # MLflow changed: it builds the map itself, as it always could
+        logger.debug("MLflow changed: it builds the map itself, as it always could: %s", exc)
         return False

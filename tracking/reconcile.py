@@ -19,6 +19,7 @@ twice changes nothing the second time.
 
 from __future__ import annotations
 
+import logging
 import math
 import time
 from dataclasses import asdict, dataclass, field
@@ -29,6 +30,8 @@ from mlpilot.tracking import mlflow_store as ms
 from mlpilot.tracking import vocab
 from mlpilot.tracking.metadata import ACTIVE_STATES, TERMINAL_STATES, MetadataStore, utcnow
 from mlpilot.tracking.registry import load_json_artifact, model_uri_of_run
+
+logger = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from mlflow import MlflowClient
@@ -120,7 +123,8 @@ def _load_text(client: MlflowClient, run_id: str, path: str) -> str | None:
     try:
         with tempfile.TemporaryDirectory() as tmp:
             return Path(client.download_artifacts(run_id, path, tmp)).read_text(encoding="utf-8")
-    except Exception:
+    except Exception as exc:
+        logger.debug("artifact not readable; the run tag stands in: %s", exc)
         return None
 
 
@@ -170,7 +174,8 @@ def doc_from_mlflow(client: MlflowClient, run: Any, experiment: str | None) -> d
 def _safe_model_uri(client: MlflowClient, run_id: str) -> str | None:
     try:
         return model_uri_of_run(client, run_id)
-    except Exception:
+    except Exception as exc:
+        logger.debug("no model URI recorded for the run: %s", exc)
         return None
 
 
@@ -360,7 +365,8 @@ class Reconciler:
         if experiment_id not in self._experiments:
             try:
                 self._experiments[experiment_id] = self.client.get_experiment(experiment_id).name
-            except Exception:
+            except Exception as exc:
+                logger.debug("experiment name not found: %s", exc)
                 self._experiments[experiment_id] = None
         return self._experiments[experiment_id]
 

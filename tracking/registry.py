@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import re
 import tempfile
 from collections.abc import Iterator
@@ -25,6 +26,8 @@ from mlpilot.tracking.vocab import (
     TAG_METRIC_VALUE,
     TAG_SOURCE_RUN,
 )
+
+logger = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from mlflow import MlflowClient
@@ -396,8 +399,10 @@ def _add_run_lineage(
     )
     doc = None
     if store is not None:
-        with contextlib.suppress(Exception):  # a store that is down only costs the extras
+        try:
             doc = store.get_run(run_id)
+        except Exception as exc:  # a store that is down only costs the extras
+            logger.debug("run document unavailable for the lineage: %s", exc)
     if doc:
         lineage["plan"] = doc.get("plan")
         lineage["prompt"] = doc.get("prompt") or lineage["prompt"]
@@ -415,7 +420,8 @@ def load_json_artifact(client: MlflowClient, run_id: str, path: str) -> Any:
         with tempfile.TemporaryDirectory() as tmp:
             local = client.download_artifacts(run_id, path, tmp)
             return json.loads(Path(local).read_text(encoding="utf-8"))
-    except Exception:
+    except Exception as exc:
+        logger.debug("JSON artifact not readable: %s", exc)
         return None
 
 
@@ -425,9 +431,9 @@ def _dataset_input(run: Any) -> dict[str, Any] | None:
         return None
     dataset = inputs[0].dataset
     out: dict[str, Any] = {"name": dataset.name, "digest": dataset.digest}
-    with contextlib.suppress(Exception):
+    with contextlib.suppress(ValueError, TypeError, AttributeError):  # not MLflow's JSON
         out["source"] = json.loads(dataset.source).get("uri") or dataset.source
-    with contextlib.suppress(Exception):
+    with contextlib.suppress(ValueError, TypeError, AttributeError):
         profile = json.loads(dataset.profile or "{}")
         out["rows"] = profile.get("num_rows")
     return out

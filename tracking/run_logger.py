@@ -9,13 +9,15 @@ nothing (``pipeline.py --no-track``).
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import json
+import logging
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
+
+logger = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from mlflow import MlflowClient
@@ -305,8 +307,10 @@ def _components(model: Any, seen: set[int] | None = None) -> list[Any]:
                 nested.append(item[1])
     get_params = getattr(model, "get_params", None)
     if callable(get_params):
-        with contextlib.suppress(Exception):
+        try:
             nested += list(get_params(deep=False).values())
+        except Exception as exc:  # an estimator whose parameters cannot be listed
+            logger.debug("parameters of %s not listed: %s", type(model).__name__, exc)
     for value in nested:
         if hasattr(value, "fit") or hasattr(value, "transform"):
             found += _components(value, seen)
@@ -323,7 +327,8 @@ def _module_owners(fallback: Callable[[], Any]) -> Any:
         owners = requirements_utils._MODULES_TO_PACKAGES
         if isinstance(owners, dict) and owners:
             return owners
-    except Exception:
+    except Exception as exc:
+        logger.debug("no module → distribution map; MLflow builds its own: %s", exc)
         pass
     return fallback()
 
@@ -355,5 +360,6 @@ def model_requirements(model: Any) -> list[str] | None:
                         continue
                     return None
         return sorted(requirements.values())
-    except Exception:
+    except Exception as exc:
+        logger.debug("no pinned requirements; MLflow infers them: %s", exc)
         return None

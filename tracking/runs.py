@@ -8,6 +8,7 @@ is down); ``show`` and ``compare`` merge both. Run ids may be unique prefixes.
 from __future__ import annotations
 
 import contextlib
+import logging
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
@@ -15,6 +16,8 @@ from mlpilot.platform.errors import TrackingError
 from mlpilot.tracking import mlflow_store as ms
 from mlpilot.tracking import vocab
 from mlpilot.tracking.metadata import StoreUnavailable
+
+logger = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from mlflow import MlflowClient
@@ -137,7 +140,8 @@ def list_runs_from_mlflow(
 def _experiment_name(client: MlflowClient, experiment_id: str) -> str | None:
     try:
         return client.get_experiment(experiment_id).name
-    except Exception:
+    except Exception as exc:
+        logger.debug("experiment name not found: %s", exc)
         return None
 
 

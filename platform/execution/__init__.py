@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import sys
@@ -257,7 +256,9 @@ def _refresh_package_map(home: Path) -> None:
         return
 
     def build() -> None:
-        with contextlib.suppress(Exception):  # a cache, never a reason to fail a run
+        try:
             refresh(home)
+        except Exception as exc:  # a cache, never a reason to fail a run
+            logger.debug("package map not cached: %s", exc)
 
     threading.Thread(target=build, name="package-map", daemon=True).start()

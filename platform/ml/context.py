@@ -197,6 +197,9 @@ class PipelineRun:
             try:
                 self._finish()
             except BaseException as finish_exc:
+                logger.debug(
+                    "finishing the pipeline failed; it is recorded as its error: %s", finish_exc
+                )
                 exc, tb = finish_exc, finish_exc.__traceback__
         if exc is not None:
             self._fail(exc, tb)

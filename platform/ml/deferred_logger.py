@@ -11,10 +11,13 @@ that need an answer (``log_model``, ``child``, ``run_id``…) wait for it.
 from __future__ import annotations
 
 import json
+import logging
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any
+
+logger = logging.getLogger(__name__)
 
 #: calls that return nothing and whose arguments are plain data: these can wait
 _HELD = frozenset(
@@ -49,6 +52,7 @@ class DeferredRunLogger:
             try:
                 future.set_result(self._opener())
             except BaseException as exc:  # handed to whoever waits for the logger
+                logger.debug("handed to whoever waits for the logger: %s", exc)
                 future.set_exception(exc)
 
         threading.Thread(target=open_, name="mlflow-open", daemon=True).start()
@@ -78,6 +82,7 @@ class DeferredRunLogger:
             try:
                 getattr(self._real, name)(*args, **kwargs)
             except Exception as exc:  # replay the rest: each call stands on its own
+                logger.debug("replay the rest: each call stands on its own: %s", exc)
                 if name in _OPTIONAL:
                     self.skipped.append(f"{name}: {type(exc).__name__}: {exc}")
                 elif first_error is None:

@@ -348,12 +348,14 @@ def detect_schema(frame: pd.DataFrame) -> list[ColumnSpec]:
     """The kind of every column, judged on the distinct rows (see ``detect_column``)."""
     import pandas as pd
 
-    distinct = frame
-    if len(frame) > 1 and frame.shape[1]:
-        repeated = pd.util.hash_pandas_object(frame, index=False).duplicated().to_numpy()
-        if repeated.any():
-            distinct = frame[~repeated]
-    return [detect_column(str(name), distinct[name]) for name in distinct.columns]
+    if len(frame) < 2 or not frame.shape[1]:
+        return [detect_column(str(name), frame[name]) for name in frame.columns]
+    repeated = pd.util.hash_pandas_object(frame, index=False).duplicated().to_numpy()
+    if not repeated.any():
+        return [detect_column(str(name), frame[name]) for name in frame.columns]
+    # one column at a time: a copy of the whole frame would double the peak memory
+    distinct = ~repeated
+    return [detect_column(str(name), frame[name][distinct]) for name in frame.columns]
 
 
 def coerce_column(series: pd.Series, spec: ColumnSpec) -> pd.Series:

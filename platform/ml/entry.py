@@ -102,7 +102,7 @@ def exit_process(code: int) -> NoReturn:
     except Exception as exc:  # an exit handler's failure must not change the exit code
         logger.warning("an exit handler failed: %s", exc)
     for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(Exception):  # a closed pipe: nothing left to flush into
+        with contextlib.suppress(OSError, ValueError):  # a closed pipe: nothing to flush into
             stream.flush()
     logging.shutdown()
     os._exit(code)

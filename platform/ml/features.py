@@ -7,6 +7,7 @@ the target outside a training fold reaches the model.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -14,6 +15,8 @@ import numpy as np
 import pandas as pd
 
 from mlpilot.platform.ml.dtypes import ColumnSpec
+
+logger = logging.getLogger(__name__)
 
 LOW_CARDINALITY = 15
 NEAR_EMPTY = 0.95
@@ -357,7 +360,8 @@ def source_columns(preprocessor: Any) -> dict[str, list[str]]:
         cols = list(cols)
         try:
             outputs = list(transformer.get_feature_names_out(cols))
-        except Exception:  # a transformer without names: spread over its columns
+        except Exception as exc:  # a transformer without names: spread over its columns
+            logger.debug("a transformer without names: spread over its columns: %s", exc)
             outputs = cols
         for out in outputs:
             out = str(out)

@@ -1,8 +1,8 @@
 """What a pipeline knows between steps, in two typed parts: the data and the model.
 
 ``DataState`` holds one copy of the prepared frame and the decisions taken on it (kinds,
-target, task, classes, the train/test split, the cleaning and feature plans); training
-and test rows are views of it by index, made once and reused. ``ModelState`` holds the
+target, task, classes, the train/test split, the cleaning and feature plans); the frame
+is ordered training rows first, so both parts are views of it, never copies. ``ModelState`` holds the
 fitted model and how it is judged. Steps and the hyperparameter search read and write
 these; the run itself (``context.PipelineRun``) owns them with the logger and progress.
 """
@@ -32,14 +32,11 @@ class DataState:
     task: str | None = None
     classes: np.ndarray | None = None
     positive_class: Any = None
-    train_index: pd.Index | None = None
-    test_index: pd.Index | None = None
+    #: rows [0, n_train) of X and y are the training part, the rest the test part
+    n_train: int | None = None
     raw_example: pd.DataFrame | None = None  # a few raw rows: the logged model's input example
     cleaning: CleaningPlan | None = None
     features: FeaturePlan | None = None
-    _parts: dict[str, tuple[tuple[Any, ...], tuple[pd.DataFrame, pd.Series]]] = field(
-        default_factory=dict, repr=False
-    )
 
     def require(self, step: str) -> None:
         if self.X is None:
@@ -56,43 +53,48 @@ class DataState:
         return bool(self.y.value_counts(normalize=True).min() < IMBALANCE_SHARE)
 
     # -- rows ----------------------------------------------------------------------------------
+    def split(self, train_index: pd.Index, test_index: pd.Index) -> None:
+        """Order the frame as training rows, then test rows (each in file order).
+
+        Both parts are then slices of the one frame (views, not copies): a million-row
+        split costs no second copy of the data, however often steps ask for it.
+        """
+        assert self.X is not None and self.y is not None
+        order = np.concatenate([np.sort(train_index), np.sort(test_index)])
+        self.X, self.y = self.X.loc[order], self.y.loc[order]
+        self.n_train = len(train_index)
+
+    @property
+    def train_index(self) -> pd.Index:
+        assert self.X is not None and self.n_train is not None
+        return self.X.index[: self.n_train]
+
+    @property
+    def test_index(self) -> pd.Index:
+        assert self.X is not None and self.n_train is not None
+        return self.X.index[self.n_train :]
+
     def train(self) -> tuple[pd.DataFrame, pd.Series]:
-        return self._rows("train", self.train_index)
+        assert self.X is not None and self.y is not None and self.n_train is not None
+        return self.X.iloc[: self.n_train], self.y.iloc[: self.n_train]
 
     def test(self) -> tuple[pd.DataFrame, pd.Series]:
-        return self._rows("test", self.test_index)
-
-    def _rows(self, part: str, index: pd.Index | None) -> tuple[pd.DataFrame, pd.Series]:
-        # Several steps read the same split; a million-row copy costs a tenth of a second
-        # each time. The cache remembers the objects it was made from, so any change of X,
-        # y or the split (cleaning, adapters) makes a new one. Callers never modify them.
-        assert self.X is not None and self.y is not None and index is not None
-        key = (self.X, self.y, index)
-        cached = self._parts.get(part)
-        if cached is not None and all(a is b for a, b in zip(cached[0], key, strict=True)):
-            return cached[1]
-        frames = (self.X.loc[index], self.y.loc[index])
-        self._parts[part] = (key, frames)
-        return frames
+        assert self.X is not None and self.y is not None and self.n_train is not None
+        return self.X.iloc[self.n_train :], self.y.iloc[self.n_train :]
 
     def keep_rows(self, mask: np.ndarray) -> None:
         """Keep the rows where ``mask`` is true, in the frame and in both parts of the split."""
-        assert self.X is not None and self.y is not None
+        assert self.X is not None and self.y is not None and self.n_train is not None
         self.X, self.y = self.X[mask], self.y[mask]
-        self._parts.clear()  # the old parts hold copies of rows that are gone
-        kept = self.X.index
-        self.train_index = self.train_index.intersection(kept)
-        self.test_index = self.test_index.intersection(kept)
-        if len(self.train_index) < 5 or len(self.test_index) < 2:
-            raise DataError(
-                f"only {len(kept)} rows are left after cleaning: too few to train and test"
-            )
+        self.n_train = int(np.asarray(mask)[: self.n_train].sum())
+        kept, test = len(self.X), len(self.X) - self.n_train
+        if self.n_train < 5 or test < 2:
+            raise DataError(f"only {kept} rows are left after cleaning: too few to train and test")
 
     def drop_columns(self, names: list[str]) -> None:
         assert self.X is not None
         self.X = self.X.drop(columns=names)
         self.specs = [s for s in self.specs if s.name not in names]
-        self._parts.clear()
 
     # -- decisions on training rows -------------------------------------------------------------
     def cleaning_plan(self) -> CleaningPlan:

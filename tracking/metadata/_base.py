@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import abc
 import contextlib
+import logging
 import re
 import uuid
 from collections.abc import Iterator
@@ -19,6 +20,8 @@ from typing import Any
 
 from mlpilot.platform.errors import TrackingError
 from mlpilot.tracking import vocab
+
+logger = logging.getLogger(__name__)
 
 RUNS = "runs"
 SESSIONS = "sessions"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 import sqlite3
 import threading
 from collections.abc import Iterator
@@ -10,6 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from mlpilot.tracking.metadata._base import MetadataStore
+
+logger = logging.getLogger(__name__)
 
 
 class EmbeddedStore(MetadataStore):
@@ -68,5 +71,5 @@ class EmbeddedStore(MetadataStore):
         return isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc)
 
     def close(self) -> None:
-        with contextlib.suppress(Exception):
+        with contextlib.suppress(sqlite3.Error, AttributeError):  # closed, or never opened
             self._conn.close()

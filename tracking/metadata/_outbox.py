@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import sys
 import threading
@@ -21,6 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from mlpilot.tracking.metadata._base import MetadataStore, StoreUnavailable, utcnow
+
+logger = logging.getLogger(__name__)
 
 try:
     import fcntl
@@ -112,6 +115,7 @@ class Outbox:
                     self._rewrite(ops[i:])
                     return applied
                 except Exception as exc:
+                    logger.debug("an outbox entry could not be replayed yet: %s", exc)
                     self._reject(op, exc)
                     continue
                 applied += 1

@@ -68,7 +68,7 @@ class CVObjective:
         run.build_pipeline("linear")  # settles the cleaning and feature plans on the run
         self.X, self.y = run.data.train()
         # what building a pipeline needs, without the frames (the objective pickles to Dask)
-        self.data = dataclasses.replace(run.data, X=None, raw_example=None, _parts={})
+        self.data = dataclasses.replace(run.data, X=None, raw_example=None)
         self.build = {"seed": run.seed, "engine": run.engine, "n_jobs": run.n_jobs}
         self.model = model
         self.metric = metric

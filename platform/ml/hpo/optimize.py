@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -28,6 +29,8 @@ from mlpilot.platform.ml.hpo.spaces import FAMILY_PARAM, model_params
 from mlpilot.platform.ml.hpo.spec import default_study_name, spec_from_run
 from mlpilot.platform.ml.hpo.storage import open_storage, redact
 from mlpilot.platform.ml.hpo.trial_log import TrialLogger
+
+logger = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from mlpilot.platform.ml.context import PipelineRun
@@ -152,6 +155,7 @@ def _record(run: PipelineRun, study: Any, summary: dict[str, Any], *, plots: boo
     try:
         S.log_params_once(run.logger, summary)
     except Exception as exc:  # a resumed study in a run that logged other best params before
+        logger.debug("a resumed study in a run that logged other best params before: %s", exc)
         run.note(f"hpo.* params kept from before ({type(exc).__name__}); tags hold the new best")
     S.log_to_parent(run.logger, summary)
     run.metrics.update(

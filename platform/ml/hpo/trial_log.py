@@ -10,12 +10,15 @@ costs trial runs, never the study.
 
 from __future__ import annotations
 
+import logging
 import sys
 import threading
 import time
 from typing import TYPE_CHECKING, Any
 
 from mlpilot.tracking import vocab
+
+logger = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     import optuna
@@ -146,6 +149,7 @@ class TrialLogger:
             self.logged += 1
             self.failed_in_a_row = 0
         except Exception as exc:  # tracking trouble costs the trial's run, never the study
+            logger.debug("tracking trouble costs the trial's run, never the study: %s", exc)
             self.failed += 1
             self.failed_in_a_row += 1
             if self.failed == 1:

@@ -9,6 +9,7 @@ of the study's MLflow parent run when that tracking server is reachable, else on
 
 from __future__ import annotations
 
+import logging
 import os
 import tempfile
 import time
@@ -32,6 +33,8 @@ from mlpilot.platform.ml.hpo.session import (
 from mlpilot.platform.ml.hpo.spec import StudySpec, rebuild_run
 from mlpilot.platform.ml.hpo.storage import open_storage, redact
 from mlpilot.platform.ml.hpo.trial_log import TrialLogger
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -173,6 +176,7 @@ def _finish(report: WorkerReport, study: Any, spec: StudySpec, parent: Any) -> W
         try:  # the parent run shows the study as it is now
             S.log_to_parent(parent, report.summary)
         except Exception as exc:
+            logger.debug("could not update the study's MLflow parent run: %s", exc)
             report.notes.append(f"could not update the MLflow parent run: {exc}")
     return report
 
@@ -202,6 +206,7 @@ def _parent_logger(spec: StudySpec, settings: Any, track: bool, report: WorkerRe
         report.mlflow_run_id = spec.mlflow_run_id
         return MlflowRunLogger(client, spec.mlflow_run_id, run.info.experiment_id)
     except Exception as exc:
+        logger.debug("the study's MLflow run is not reachable; trials go to Optuna only: %s", exc)
         report.notes.append(
             f"MLflow run {spec.mlflow_run_id} not reachable at {redact(uri)} ({type(exc).__name__}): "
             "trials go to Optuna only"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -24,9 +25,11 @@ from mlpilot.platform.ml.dtypes import (
     target_is_identifier,
 )
 from mlpilot.platform.ml.features import plan_cleaning
-from mlpilot.platform.ml.io import duplicate_header_names, fingerprint, read_table
+from mlpilot.platform.ml.io import duplicate_header_names, fingerprint, read_table, release_memory
 from mlpilot.platform.ml.state import IMBALANCE_SHARE
 from mlpilot.tracking.vocab import TAG_POSITIVE_CLASS
+
+logger = logging.getLogger(__name__)
 
 #: MLflow column types of the kinds a pipeline uses, for the data set it records
 _MLFLOW_TYPES = {
@@ -63,6 +66,7 @@ def load_data(run: PipelineRun, path: str, target: str | None = None, task: str 
             _record_classes(run, y)
         _apply_adapter(run)
         _split(run)
+        release_memory()  # what reading and typing freed: the model trains on top of it
         _record_data(run, path, used)
         run.event(
             "progress",
@@ -219,6 +223,7 @@ def _record_data(run: PipelineRun, path: str, used: list[ColumnSpec]) -> None:
             targets=target,
         )
     except Exception as exc:  # the dataset record is a nicety, never a reason to fail
+        logger.debug("the dataset record is a nicety, never a reason to fail: %s", exc)
         run.note(f"dataset not recorded with log_input: {type(exc).__name__}")
     run.result.data = {
         "path": path,
@@ -365,7 +370,7 @@ def _split(run: PipelineRun) -> None:
     train, test = train_test_split(
         index, test_size=TEST_SIZE, random_state=run.seed, stratify=stratify
     )
-    run.data.train_index, run.data.test_index = pd.Index(np.sort(train)), pd.Index(np.sort(test))
+    run.data.split(pd.Index(train), pd.Index(test))
 
 
 # -- clean --------------------------------------------------------------------------------------
