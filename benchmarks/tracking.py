@@ -235,7 +235,8 @@ def count_store(store: Any, counts: Counter[str]) -> Any:
 
 def mongo_rows(mongo_uri: str | None) -> list[dict[str, Any]]:
     import mlpilot.tracking.metadata as metadata
-    from mlpilot.platform.agent.orchestrator import Orchestrator, RunRequest
+    from mlpilot.platform.agent.orchestrator import Orchestrator
+    from mlpilot.platform.agent.request import RunRequest
     from mlpilot.platform.config import Settings
     from mlpilot.platform.datasets import make_sales, write_table
 
@@ -257,7 +258,9 @@ def mongo_rows(mongo_uri: str | None) -> list[dict[str, Any]]:
             metadata.connect = lambda s, _counts=counts: count_store(connect(s), _counts)
             try:
                 started = time.perf_counter()
-                outcome = Orchestrator(settings).run(RunRequest(prompt=prompt, data_path=str(data)))
+                outcome = Orchestrator.default(settings).run(
+                    RunRequest(prompt=prompt, data_path=str(data))
+                )
                 seconds = time.perf_counter() - started
             finally:
                 metadata.connect = connect

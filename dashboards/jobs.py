@@ -70,7 +70,8 @@ def get(job_id: str | None) -> Job | None:
 
 
 def _work(job: Job, engine: str | None) -> None:
-    from mlpilot.platform.agent.orchestrator import RunRequest, run_request
+    from mlpilot.platform.agent.orchestrator import run_request
+    from mlpilot.platform.agent.request import RunRequest
     from mlpilot.platform.errors import MlpilotError
 
     try:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import platform as stdlib_platform
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -69,30 +70,8 @@ def run_comparison(
         for stage, seconds in cpu_timings.items()
     }
     if available and cpu.ok:
-        child = logger.child(
-            "engine-gpu", tags={vocab.TAG_KIND: vocab.KIND_ENGINE_LEG, vocab.TAG_ENGINE: "gpu"}
-        )
-        gpu = executor.run_leg(
-            script=script,
-            run_dir=run_dir / "gpu",
-            engine="gpu",
-            data_path=data_path,
-            mlflow_run_id=child.run_id,
-            on_event=on_event,
-        )
-        child.end((vocab.RunState.SUCCEEDED if gpu.ok else vocab.RunState.FAILED).mlflow_status)
-        gpu_timings = gpu.result.timings if gpu.result else {}
-        if gpu.ok:
-            ratios = speedups(cpu_timings, gpu_timings)
-            for stage, ratio in ratios.items():
-                stages[stage].update(gpu_s=gpu_timings[stage], speedup=ratio)
-            logger.log_metrics({f"speedup_{k}": v for k, v in ratios.items()})
-            outcome.metrics.update({f"speedup_{k}": v for k, v in ratios.items()})
-            logger.log_metrics({f"gpu_time_{k}_s": v for k, v in gpu_timings.items()})
-        else:
-            gpu_doc.update(
-                available=False, reason=f"the GPU leg failed: {gpu.failure()['message']}"
-            )
+        leg = GpuLeg(executor, script, run_dir, data_path, on_event)
+        leg.run(logger, cpu_timings, stages, gpu_doc, outcome)
     elif not cpu.ok:
         gpu_doc.update(available=False, reason="not run: the CPU leg failed")
     logger.set_tags(
@@ -120,3 +99,48 @@ def run_comparison(
         "GPU leg: " + ("ran" if gpu_doc["available"] else f"unavailable ({gpu_doc['reason']})")
     )
     return cpu
+
+
+@dataclass
+class GpuLeg:
+    """The GPU leg of a comparison, logging into a nested run of the parent."""
+
+    executor: Executor
+    script: Path
+    run_dir: Path
+    data_path: str | None
+    on_event: Any
+
+    def run(
+        self,
+        logger: Any,
+        cpu_timings: dict[str, float],
+        stages: dict[str, dict[str, Any]],
+        gpu_doc: dict[str, Any],
+        outcome: Any,
+    ) -> None:
+        """Run it; its timings and speedups go into ``stages``, a failure into ``gpu_doc``."""
+        child = logger.child(
+            "engine-gpu", tags={vocab.TAG_KIND: vocab.KIND_ENGINE_LEG, vocab.TAG_ENGINE: "gpu"}
+        )
+        gpu = self.executor.run_leg(
+            script=self.script,
+            run_dir=self.run_dir / "gpu",
+            engine="gpu",
+            data_path=self.data_path,
+            mlflow_run_id=child.run_id,
+            on_event=self.on_event,
+        )
+        child.end((vocab.RunState.SUCCEEDED if gpu.ok else vocab.RunState.FAILED).mlflow_status)
+        gpu_timings = gpu.result.timings if gpu.result else {}
+        if not gpu.ok:
+            gpu_doc.update(
+                available=False, reason=f"the GPU leg failed: {gpu.failure()['message']}"
+            )
+            return
+        ratios = speedups(cpu_timings, gpu_timings)
+        for stage, ratio in ratios.items():
+            stages[stage].update(gpu_s=gpu_timings[stage], speedup=ratio)
+        logger.log_metrics({f"speedup_{k}": v for k, v in ratios.items()})
+        outcome.metrics.update({f"speedup_{k}": v for k, v in ratios.items()})
+        logger.log_metrics({f"gpu_time_{k}_s": v for k, v in gpu_timings.items()})

@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from mlpilot.platform.agent.request import RunOutcome
 from mlpilot.platform.agent.sessions import Session, save_session
 from mlpilot.platform.errors import describe_error
 from mlpilot.platform.ml import protocol
 from mlpilot.platform.ml.protocol import PipelineResult
 from mlpilot.platform.plan import Plan
 from mlpilot.tracking import vocab
-
-if TYPE_CHECKING:
-    from mlpilot.platform.agent.orchestrator import RunOutcome
 
 
 def record_result(leg: Any, logger: Any, store: Any, outcome: RunOutcome, run_id: str) -> None:

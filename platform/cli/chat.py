@@ -34,7 +34,8 @@ def chat(
     """Talk to mlpilot: every message plans and runs against the session's context."""
     from pathlib import Path
 
-    from mlpilot.platform.agent.orchestrator import RunRequest, run_request
+    from mlpilot.platform.agent.orchestrator import run_request
+    from mlpilot.platform.agent.request import RunRequest
     from mlpilot.platform.agent.sessions import load_session, save_session
     from mlpilot.platform.cli.progress import ConsoleProgress, print_outcome
     from mlpilot.platform.config import get_settings

@@ -113,7 +113,8 @@ def run(
     json_out: Annotated[bool, typer.Option("--json", help="Print the outcome as JSON.")] = False,
 ) -> None:
     """Plan, generate and run a tracked experiment."""
-    from mlpilot.platform.agent.orchestrator import RunRequest, run_request
+    from mlpilot.platform.agent.orchestrator import run_request
+    from mlpilot.platform.agent.request import RunRequest
     from mlpilot.platform.cli.progress import ConsoleProgress, print_outcome
 
     request = RunRequest(

@@ -8,7 +8,7 @@ in a sensible order. Errors are written so that an LLM planner can repair its pl
 from __future__ import annotations
 
 import difflib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -63,17 +63,10 @@ def validate_plan(
     *,
     check_files: bool = True,
 ) -> ValidatedPlan:
-    """Validate ``plan`` in place (arguments get their defaults) and return it with notes."""
-    problems: list[str] = []
-    for i, step in enumerate(plan.steps):
-        try:
-            tool = registry.get(step.tool)
-            step.args = tool.validate(step.args)
-        except PlanError as exc:
-            problems.append(f"step {i + 1}: {exc.one_line()}")
-    if problems:
-        raise PlanError("the plan is invalid: " + " | ".join(problems))
-
+    """Validate ``plan`` and return a new, validated plan with notes; ``plan`` itself is
+    left as it was (the new one has every argument's default filled in, and its engine set
+    to ``compare`` when a step asks for both engines)."""
+    plan = replace(plan, steps=_validated_steps(plan, registry))
     kinds = {s.tool: registry.get(s.tool).kind for s in plan.steps}
     if "query" in kinds.values():
         if len(plan.steps) > 1:
@@ -88,7 +81,7 @@ def validate_plan(
 
         get_adapter(plan.adapter)  # raises PlanError listing the valid adapters
     if "compare_engines" in plan.tools:
-        plan.engine = "compare"
+        plan = replace(plan, engine="compare")
     _check_order(plan, registry)
     result = ValidatedPlan(plan)
     load = plan.step("load_data")
@@ -105,6 +98,20 @@ def validate_plan(
             if step.tool == "predict" and not Path(step.args["data_path"]).expanduser().exists():
                 raise PlanError(f"predict: data file not found: {step.args['data_path']}")
     return result
+
+
+def _validated_steps(plan: Plan, registry: ToolRegistry) -> list[Step]:
+    """Each step with its arguments checked against its tool's schema, defaults filled in."""
+    steps: list[Step] = []
+    problems: list[str] = []
+    for i, step in enumerate(plan.steps):
+        try:
+            steps.append(Step(step.tool, registry.get(step.tool).validate(step.args)))
+        except PlanError as exc:
+            problems.append(f"step {i + 1}: {exc.one_line()}")
+    if problems:
+        raise PlanError("the plan is invalid: " + " | ".join(problems))
+    return steps
 
 
 def _check_order(plan: Plan, registry: ToolRegistry) -> None:

@@ -36,7 +36,7 @@ def test_literal_round_trips_and_refuses_objects() -> None:
 def test_hostile_target_and_prompt_are_only_string_literals(tmp_path: Path) -> None:
     registry = default_registry()
     plan = _plan(HOSTILE)
-    validate_plan(plan, registry, None, check_files=False)
+    plan = validate_plan(plan, registry, None, check_files=False).plan
     source = render_pipeline(plan, registry, data_path="data.csv", prompt=HOSTILE)
     tree = ast.parse(source)
     calls = {ast.unparse(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call)}
@@ -67,7 +67,7 @@ def test_hostile_target_and_prompt_are_only_string_literals(tmp_path: Path) -> N
 def test_importance_runs_after_the_model_steps() -> None:
     registry = default_registry()
     plan = _plan("y")
-    validate_plan(plan, registry, None, check_files=False)
+    plan = validate_plan(plan, registry, None, check_files=False).plan
     body = render_pipeline(plan, registry, data_path="data.csv").split("def main")[1]
     assert body.index("train_model(run") < body.index("feature_importance(run")
 
