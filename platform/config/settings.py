@@ -26,6 +26,7 @@ ENGINES = ("auto", "cpu", "gpu", "compare")
 LLM_MODES = ("auto", "offline", "openai")
 REASONING_MODES = ("off", "on")
 LOG_LEVELS = ("debug", "info", "warning", "error")
+CHILD_USERS = ("auto", "none")
 
 DEFAULT_LLM_BASE_URL = "https://integrate.api.nvidia.com/v1"
 DEFAULT_LLM_MODEL = "nvidia/nvidia-nemotron-nano-9b-v2"
@@ -125,6 +126,13 @@ class Settings:
     log_level: str = "WARNING"
     #: OMP_NUM_THREADS, when set: the thread count pipelines train with
     threads: int | None = None
+    #: limits of a pipeline process (DESIGN §8)
+    max_file_mb: float = 2048.0
+    max_run_disk_mb: float = 10240.0
+    max_processes: int = 1024
+    #: who a pipeline runs as when mlpilot runs as root: auto (a dedicated unprivileged
+    #: user), or none (stay root: only for debugging containment itself)
+    child_user: str = "auto"
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -188,6 +196,20 @@ class Settings:
                 "MLPILOT_LOG_LEVEL", get("MLPILOT_LOG_LEVEL", "WARNING") or "WARNING", LOG_LEVELS
             ).upper(),
             threads=_optional_int("OMP_NUM_THREADS", get("OMP_NUM_THREADS")),
+            max_file_mb=_positive_float(
+                "MLPILOT_MAX_FILE_MB", get("MLPILOT_MAX_FILE_MB", "2048") or "2048"
+            ),
+            max_run_disk_mb=_positive_float(
+                "MLPILOT_MAX_RUN_DISK_MB", get("MLPILOT_MAX_RUN_DISK_MB", "10240") or "10240"
+            ),
+            max_processes=int(
+                _positive_float(
+                    "MLPILOT_MAX_PROCESSES", get("MLPILOT_MAX_PROCESSES", "1024") or "1024"
+                )
+            ),
+            child_user=_choice(
+                "MLPILOT_CHILD_USER", get("MLPILOT_CHILD_USER", "auto") or "auto", CHILD_USERS
+            ),
         )
 
     @property
@@ -195,16 +217,21 @@ class Settings:
         return self.home / "runs"
 
     @property
+    def private_dir(self) -> Path:
+        """What pipeline processes never see: the metadata store, the outbox, sessions."""
+        return self.home / "private"
+
+    @property
     def outbox_path(self) -> Path:
-        return self.home / "outbox.jsonl"
+        return self.private_dir / "outbox.jsonl"
 
     @property
     def embedded_store_path(self) -> Path:
-        return self.home / "metadata.db"
+        return self.private_dir / "metadata.db"
 
     @property
     def sessions_dir(self) -> Path:
-        return self.home / "sessions"
+        return self.private_dir / "sessions"
 
     def with_overrides(self, **changes: object) -> Settings:
         return replace(self, **changes)  # type: ignore[arg-type]

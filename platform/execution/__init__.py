@@ -7,11 +7,17 @@ import os
 import sys
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from mlpilot.platform.config import Settings
+from mlpilot.platform.execution._launch import FAILED_TO_CONTAIN
+from mlpilot.platform.execution.containment import (
+    Containment,
+    address_space_mb,
+    set_up_child,
+)
 from mlpilot.platform.execution.engines import (
     EngineChoice,
     GpuStatus,
@@ -57,6 +63,7 @@ class LegResult:
     result: PipelineResult | None
     run_dir: Path
     unreadable: str | None = None  # why result.json could not be read
+    containment: Containment | None = None  # what the child ran under
 
     @property
     def ok(self) -> bool:
@@ -77,7 +84,17 @@ class LegResult:
             }
         if child.cancelled:
             return {"type": "Cancelled", "message": "the run was cancelled", "stage": "running"}
+        if child.disk_exceeded:
+            limit = self.containment.limits.get("run folder", "its") if self.containment else "its"
+            return {
+                "type": "DiskLimit",
+                "message": f"the run folder passed its {limit} limit (MLPILOT_MAX_RUN_DISK_MB) "
+                "and the pipeline was stopped",
+                "stage": "running",
+            }
         tail = _tail(child.stderr_path)
+        if child.returncode == FAILED_TO_CONTAIN:
+            return {"type": "ContainmentError", "message": tail, "stage": "running"}
         how = (
             f"was killed by {child.signal_name}"
             if child.signal_name
@@ -130,7 +147,11 @@ class Executor:
         self, settings: Settings, limits: Limits | None = None, python: str = sys.executable
     ) -> None:
         self.settings = settings
-        self.limits = limits or Limits(timeout_s=settings.run_timeout_s)
+        self.limits = limits or Limits(
+            timeout_s=settings.run_timeout_s,
+            file_size_mb=settings.max_file_mb,
+            run_disk_mb=settings.max_run_disk_mb,
+        )
         self.python = python
 
     def child_env(self, *, run_id: str | None, engine: str) -> dict[str, str]:
@@ -180,6 +201,7 @@ class Executor:
         engine: str,
         data_path: str | None,
         mlflow_run_id: str | None,
+        extra_reads: tuple[str, ...] = (),
     ) -> StartedLeg:
         """Start one leg and return at once.
 
@@ -201,20 +223,51 @@ class Executor:
             env[protocol.ENV_PARENT_PID] = str(os.getpid())
         if data_path:
             env[protocol.ENV_DATA] = data_path
-        child = start_child(command, cwd=run_dir, env=env, limits=self.limits)
+        reads = [p for p in (data_path, *extra_reads) if p]
+        setup = set_up_child(self.settings, engine=engine, run_dir=run_dir, reads=reads)
+        env.update(setup.env)
+        limits = self._limits_for(engine, contained=setup.contain.get("uid") is not None)
+        setup.record.limits = limits.describe()
+        try:
+            child = start_child(
+                command,
+                cwd=run_dir,
+                env=env,
+                limits=limits,
+                contain=setup.contain,
+                pass_fds=setup.pass_fds,
+            )
+        finally:
+            setup.close_fds()
         try:
             _refresh_package_map(self.settings.home)
         except BaseException:
             child.kill()
             raise
-        return StartedLeg(engine, run_dir, child)
+        return StartedLeg(engine, run_dir, child, setup.record)
+
+    def _limits_for(self, engine: str, *, contained: bool) -> Limits:
+        """The leg's limits: processes for the dedicated account, address space on the CPU."""
+        s = self.settings
+        return replace(
+            self.limits,
+            processes=s.max_processes if contained else None,
+            address_space_mb=address_space_mb(s.memory_budget_mb) if engine == "cpu" else None,
+        )
 
 
 class StartedLeg:
     """A leg whose child process runs: hand it its MLflow run, then wait for its result."""
 
-    def __init__(self, engine: str, run_dir: Path, child: ContainedChild) -> None:
+    def __init__(
+        self,
+        engine: str,
+        run_dir: Path,
+        child: ContainedChild,
+        containment: Containment | None = None,
+    ) -> None:
         self.engine, self.run_dir, self.child = engine, run_dir, child
+        self.containment = containment
 
     def hand_over_run(self, run_id: str) -> None:
         """Tell a pipeline started without a run which MLflow run to log to."""
@@ -241,10 +294,13 @@ class StartedLeg:
         tail = EventTail(self.run_dir / protocol.EVENTS_FILE, on_event)
         child = self.child.wait(poll=tail, cancel=cancel)
         try:
-            return LegResult(self.engine, child, PipelineResult.read(self.run_dir), self.run_dir)
+            result = PipelineResult.read(self.run_dir)
+            return LegResult(self.engine, child, result, self.run_dir, None, self.containment)
         except ProtocolError as exc:
             logger.warning("unreadable pipeline result in %s: %s", self.run_dir, exc)
-            return LegResult(self.engine, child, None, self.run_dir, unreadable=exc.one_line())
+            return LegResult(
+                self.engine, child, None, self.run_dir, exc.one_line(), self.containment
+            )
 
 
 def _refresh_package_map(home: Path) -> None:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import resource
 import signal
 import subprocess
 import threading
@@ -56,6 +55,8 @@ ENV_ALLOW = frozenset(
     }
 )
 ENV_ALLOW_PREFIXES = ("LC_", "MLFLOW_")
+#: how often the parent measures a running pipeline's folder against its disk cap
+DISK_CHECK_EVERY_S = 2.0
 #: never passed, whatever the allow-list says
 ENV_DENY = frozenset(
     {
@@ -72,9 +73,42 @@ ENV_DENY = frozenset(
 class Limits:
     timeout_s: float = 7200.0
     cpu_s: int | None = None  # default: timeout × cores + a minute
-    file_size_mb: int = 20_480
+    file_size_mb: float = 2048.0
     open_files: int = 4096
     output_mb: float = 10.0
+    processes: int | None = None  # only for a dedicated account: it counts the user's tasks
+    address_space_mb: int | None = None
+    run_disk_mb: float | None = None  # the run folder's size, watched by the parent
+
+    def describe(self) -> dict[str, str]:
+        """The limits in words, for the run's record."""
+        words = {
+            "timeout": f"{self.timeout_s:g} s",
+            "file size": f"{self.file_size_mb:g} MiB",
+            "open files": str(self.open_files),
+        }
+        if self.run_disk_mb:
+            words["run folder"] = f"{self.run_disk_mb:g} MiB"
+        if self.processes:
+            words["processes"] = str(self.processes)
+        if self.address_space_mb:
+            words["address space"] = f"{self.address_space_mb} MiB"
+        return words
+
+    def rlimits(self) -> dict[str, int]:
+        """The resource limits the launcher applies, by ``resource`` name."""
+        cpu = self.cpu_s or int(self.timeout_s * (os.cpu_count() or 1) + 60)
+        limits = {
+            "RLIMIT_CORE": 0,
+            "RLIMIT_CPU": cpu,
+            "RLIMIT_FSIZE": int(self.file_size_mb * 2**20),
+            "RLIMIT_NOFILE": self.open_files,
+        }
+        if self.processes:
+            limits["RLIMIT_NPROC"] = self.processes
+        if self.address_space_mb:
+            limits["RLIMIT_AS"] = int(self.address_space_mb * 2**20)
+        return limits
 
 
 @dataclass
@@ -83,6 +117,7 @@ class ChildResult:
     duration_s: float
     timed_out: bool = False
     cancelled: bool = False
+    disk_exceeded: bool = False
     signal_name: str | None = None
     stdout_path: Path | None = None
     stderr_path: Path | None = None
@@ -90,7 +125,12 @@ class ChildResult:
 
     @property
     def ok(self) -> bool:
-        return self.returncode == 0 and not self.timed_out and not self.cancelled
+        return (
+            self.returncode == 0
+            and not self.timed_out
+            and not self.cancelled
+            and not self.disk_exceeded
+        )
 
 
 def scrubbed_env(
@@ -105,23 +145,6 @@ def scrubbed_env(
     }
     env.update({k: v for k, v in extra.items() if k not in ENV_DENY})
     return env
-
-
-def _limit_child(limits: Limits) -> Callable[[], None]:
-    cpu = limits.cpu_s or int(limits.timeout_s * (os.cpu_count() or 1) + 60)
-
-    def apply() -> None:  # runs in the child between fork and exec
-        def cap(which: int, soft: int) -> None:
-            _, hard = resource.getrlimit(which)
-            value = soft if hard == resource.RLIM_INFINITY else min(soft, hard)
-            resource.setrlimit(which, (value, hard))
-
-        cap(resource.RLIMIT_CORE, 0)
-        cap(resource.RLIMIT_CPU, cpu)
-        cap(resource.RLIMIT_FSIZE, limits.file_size_mb * 1024 * 1024)
-        cap(resource.RLIMIT_NOFILE, limits.open_files)
-
-    return apply
 
 
 def _drain(stream: object, path: Path, cap_bytes: int, truncated: list[str], name: str) -> None:
@@ -147,9 +170,12 @@ def run_child(
     poll: Callable[[], None] | None = None,
     cancel: threading.Event | None = None,
     log_prefix: str = "",
+    contain: dict[str, object] | None = None,
 ) -> ChildResult:
     """Run ``command`` contained; call ``poll`` about every 0.2 s while it runs."""
-    child = start_child(command, cwd=cwd, env=env, limits=limits, log_prefix=log_prefix)
+    child = start_child(
+        command, cwd=cwd, env=env, limits=limits, log_prefix=log_prefix, contain=contain
+    )
     return child.wait(poll=poll, cancel=cancel)
 
 
@@ -160,20 +186,29 @@ def start_child(
     env: Mapping[str, str],
     limits: Limits,
     log_prefix: str = "",
+    contain: dict[str, object] | None = None,
+    pass_fds: tuple[int, ...] = (),
 ) -> ContainedChild:
-    """Start ``command`` contained and return at once; ``wait`` (or ``kill``) ends it."""
+    """Start ``command`` contained and return at once; ``wait`` (or ``kill``) ends it.
+
+    The launcher (``_launch.py``) applies ``contain`` (network namespace, user) and the
+    limits, then becomes ``command``; ``pass_fds`` stay open in it (data descriptors).
+    """
+    from mlpilot.platform.execution.containment import launcher_command
+
     cwd.mkdir(parents=True, exist_ok=True)
     stdout_path, stderr_path = cwd / f"{log_prefix}stdout.txt", cwd / f"{log_prefix}stderr.txt"
     start = time.monotonic()
+    spec = {"limits": limits.rlimits(), **(contain or {})}
     proc = subprocess.Popen(
-        command,
+        launcher_command(spec, command),
         cwd=str(cwd),
         env=dict(env),
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
+        pass_fds=pass_fds,
         start_new_session=True,  # its own process group: a timeout kills every descendant
-        preexec_fn=_limit_child(limits),
     )
     cap = int(limits.output_mb * 1024 * 1024)
     result = ChildResult(None, 0.0, stdout_path=stdout_path, stderr_path=stderr_path)
@@ -191,7 +226,7 @@ def start_child(
     ]
     for reader in readers:
         reader.start()
-    return ContainedChild(proc, readers, result, start, limits)
+    return ContainedChild(proc, readers, result, start, limits, cwd)
 
 
 class ContainedChild:
@@ -204,9 +239,11 @@ class ContainedChild:
         result: ChildResult,
         start: float,
         limits: Limits,
+        folder: Path,
     ) -> None:
         self.proc, self._readers, self._result = proc, readers, result
-        self._start, self._limits = start, limits
+        self._start, self._limits, self._folder = start, limits, folder
+        self._next_disk_check = start
 
     def kill(self) -> ChildResult:
         """End the child and every descendant now (it is not needed after all)."""
@@ -232,6 +269,10 @@ class ContainedChild:
                     result.cancelled = True
                     _kill_group(proc)
                     break
+                if self._over_disk_cap():
+                    result.disk_exceeded = True
+                    _kill_group(proc)
+                    break
                 if poll:
                     poll()
                 with contextlib.suppress(subprocess.TimeoutExpired):
@@ -240,6 +281,15 @@ class ContainedChild:
             result.cancelled = True
             _kill_group(proc)
         return self._collect(poll)
+
+    def _over_disk_cap(self) -> bool:
+        """Every few seconds: has the run folder passed ``run_disk_mb``?"""
+        cap = self._limits.run_disk_mb
+        now = time.monotonic()
+        if not cap or now < self._next_disk_check:
+            return False
+        self._next_disk_check = now + DISK_CHECK_EVERY_S
+        return folder_mb(self._folder) > cap
 
     def _collect(self, poll: Callable[[], None] | None) -> ChildResult:
         proc, result = self.proc, self._result
@@ -253,6 +303,23 @@ class ContainedChild:
         if proc.returncode is not None and proc.returncode < 0:
             result.signal_name = signal.Signals(-proc.returncode).name
         return result
+
+
+def folder_mb(folder: Path) -> float:
+    """The size of everything under ``folder`` (files it cannot see count as nothing)."""
+    total = 0
+    stack = [folder]
+    while stack:
+        try:
+            entries = list(os.scandir(stack.pop()))
+        except OSError:
+            continue
+        for entry in entries:
+            if entry.is_dir(follow_symlinks=False):
+                stack.append(Path(entry.path))
+            elif entry.is_file(follow_symlinks=False):
+                total += entry.stat(follow_symlinks=False).st_size
+    return total / 2**20
 
 
 def _kill_group(proc: subprocess.Popen[bytes], grace_s: float = 5.0) -> None:

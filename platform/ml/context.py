@@ -55,6 +55,26 @@ def free_gpu_memory() -> None:
         logger.debug("no GPU memory freed: %s", exc)
 
 
+def _resource_message(exc: BaseException) -> str:
+    """One line for running into a limit of the contained process (DESIGN §8)."""
+    import errno
+
+    if isinstance(exc, MemoryError):
+        soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+        limit = f" of {soft // 2**20} MiB" if soft != resource.RLIM_INFINITY else ""
+        return (
+            f"the pipeline ran out of memory: it may use an address space{limit} "
+            "(MLPILOT_MEMORY_BUDGET_MB plus headroom for libraries)"
+        )
+    if isinstance(exc, OSError) and exc.errno == errno.EFBIG:
+        soft, _ = resource.getrlimit(resource.RLIMIT_FSIZE)
+        limit = f"{soft // 2**20} MiB" if soft != resource.RLIM_INFINITY else "its"
+        return f"a file the pipeline wrote passed the {limit} limit (MLPILOT_MAX_FILE_MB)"
+    if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
+        return f"the disk is full: {exc.filename or 'a file'} could not be written"
+    return ""
+
+
 class PipelineRun:
     """Carries data, decisions, the model and the logger between pipeline steps."""
 
@@ -225,6 +245,8 @@ class PipelineRun:
         self.exit_code = 1
         if isinstance(exc, MlpilotError):
             message = exc.one_line()
+        elif _resource_message(exc):
+            message = _resource_message(exc)
         else:
             message = " ".join(str(exc).split()) or type(exc).__name__
             traceback.print_exception(type(exc), exc, tb, file=sys.stderr)

@@ -38,6 +38,17 @@ ARROW_MIN_BYTES = 8 * 1024 * 1024
 _CHECK_ROWS = 2000
 
 
+def readable_path(path: str | Path) -> Path:
+    """The path to open for a file of the plan: mlpilot may hand a contained pipeline an
+    open descriptor or a read-only copy instead (``protocol.ENV_READ_MAP``)."""
+    import json
+
+    from mlpilot.platform.ml import protocol
+
+    mapping = json.loads(os.environ.get(protocol.ENV_READ_MAP) or "{}")
+    return Path(mapping.get(str(path), path))
+
+
 def detect_format(path: Path) -> str:
     fmt = FORMATS.get(path.suffix.lower())
     if fmt is not None:
@@ -45,6 +56,8 @@ def detect_format(path: Path) -> str:
     head = _head(path)
     if head.startswith(b"PAR1"):
         return "parquet"
+    if head.startswith(b"PK\x03\x04"):  # a zip: Excel's .xlsx (a descriptor has no suffix)
+        return "excel"
     if head.lstrip().startswith(b"{"):
         return "jsonl"
     return "csv"
@@ -75,6 +88,8 @@ def check_readable(path: str | Path) -> Path:
                 f"{path} is not a tabular text file (it contains binary data)",
                 hint="mlpilot reads CSV, TSV, Parquet, JSON lines and Excel files",
             )
+    if str(path).startswith("/proc/self/fd/"):
+        return path  # a handed-over descriptor: resolving it would name a file it may not open
     return path.resolve()
 
 

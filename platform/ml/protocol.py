@@ -30,6 +30,8 @@ ENV_TRACKING_URI = "MLFLOW_TRACKING_URI"
 ENV_HOME = "MLPILOT_HOME"
 ENV_OPTUNA_STORAGE = "MLPILOT_OPTUNA_STORAGE"
 ENV_EXPERIMENT = "MLPILOT_EXPERIMENT"
+#: JSON {path as planned: path to open}: files handed over as descriptors or copies
+ENV_READ_MAP = "MLPILOT_READ_MAP"
 
 # -- files in the run folder --------------------------------------------------------------------
 EVENTS_FILE = "events.jsonl"

@@ -70,7 +70,7 @@ def test_a_run_writes_its_document_to_the_server(
         "quick baseline"
     )
     assert [e["state"] for e in doc["events"]][-1] == "SUCCEEDED"
-    assert not (tmp_path / "home" / "metadata.db").exists(), (
+    assert not (tmp_path / "home" / "private" / "metadata.db").exists(), (
         "the embedded store was used instead of the server"
     )
     session = pymongo.MongoClient(nx_server.uri)["e2e"]["sessions"].find_one(

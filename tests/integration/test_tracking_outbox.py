@@ -64,7 +64,7 @@ def test_mongo_down_mid_run_then_doctor_repair(
         client = MlflowClient(mlflow_server.uri)
         run = client.get_run(run_id)
         assert run.info.status == "FINISHED"
-        queued = read_jsonl(home / "outbox.jsonl")
+        queued = read_jsonl(home / "private" / "outbox.jsonl")
         mine = [op for op in queued if op.get("run_id") == run_id]
         assert mine and mine[-1]["fields"]["status"] == "SUCCEEDED"
         assert any("metrics" in op["fields"] for op in mine)
@@ -82,7 +82,7 @@ def test_mongo_down_mid_run_then_doctor_repair(
         assert repaired.returncode == 0, repaired.stderr
         report = json.loads(repaired.stdout)["repair"]
         assert report["replayed"] == len(queued) and report["still_queued"] == 0
-        assert not (home / "outbox.jsonl").exists()
+        assert not (home / "private" / "outbox.jsonl").exists()
         doc = runs.find_one({"_id": run_id})
         assert doc["status"] == "SUCCEEDED"
         assert doc["metrics"] == pytest.approx(run.data.metrics)

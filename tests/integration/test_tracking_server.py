@@ -108,7 +108,7 @@ def test_eight_concurrent_runs_leave_eight_complete_documents(eight_runs: dict) 
         assert run.data.tags["mlpilot.engine"] == "cpu (requested cpu)"
     sessions = pymongo.MongoClient(eight_runs["nx"].uri)["mlpilot"]["sessions"]
     assert sessions.count_documents({"_id": {"$in": [o["session_id"] for o in outcomes]}}) == 8
-    assert not (eight_runs["base"] / "home" / "outbox.jsonl").exists()
+    assert not (eight_runs["base"] / "home" / "private" / "outbox.jsonl").exists()
 
 
 def test_run_register_promote_predict_by_alias_with_lineage(eight_runs: dict) -> None:

@@ -39,6 +39,10 @@ def _handled(handler: ast.ExceptHandler) -> bool:
             and ast.unparse(node.func.value) in ("logger", "log", "_log", "logging")
         ):
             return True
+        # a module's own helper that logs the failure (``_log_failure(exc, stage)``)
+        helper = isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+        if helper and node.func.id.startswith("_log"):  # type: ignore[union-attr]
+            return True
     return False
 
 

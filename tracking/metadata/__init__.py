@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from mlpilot.tracking.metadata._base import (
@@ -39,8 +40,30 @@ __all__ = [
 ]
 
 
+def private_dir(settings: Settings) -> Path:
+    """``$MLPILOT_HOME/private`` (owner only), where pipeline processes never look.
+
+    Homes made before it existed kept these at the top: they move in once.
+    """
+    folder = settings.private_dir
+    if not folder.is_dir():
+        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        for old in (
+            "metadata.db",
+            "metadata.db-wal",
+            "metadata.db-shm",
+            "outbox.jsonl",
+            "sessions",
+        ):
+            if (settings.home / old).exists() and not (folder / old).exists():
+                (settings.home / old).replace(folder / old)
+    folder.chmod(0o700)
+    return folder
+
+
 def connect(settings: Settings) -> MetadataStore:
     """The configured store, checked to answer (raises ``StoreUnavailable`` if not)."""
+    private_dir(settings)
     if settings.mongo_uri:
         from mlpilot.tracking.metadata._pymongo import MongoStore
 
@@ -57,6 +80,7 @@ def connect(settings: Settings) -> MetadataStore:
 
 def open_store(settings: Settings) -> RecordingStore:
     """A store for writing runs: an unreachable server never stops a run (writes queue)."""
+    private_dir(settings)
     outbox = Outbox(settings.outbox_path)
     try:
         store: MetadataStore | None = connect(settings)

@@ -25,7 +25,13 @@ from mlpilot.platform.ml.dtypes import (
     target_is_identifier,
 )
 from mlpilot.platform.ml.features import plan_cleaning
-from mlpilot.platform.ml.io import duplicate_header_names, fingerprint, read_table, release_memory
+from mlpilot.platform.ml.io import (
+    duplicate_header_names,
+    fingerprint,
+    read_table,
+    readable_path,
+    release_memory,
+)
 from mlpilot.platform.ml.state import IMBALANCE_SHARE
 from mlpilot.tracking.vocab import TAG_POSITIVE_CLASS
 
@@ -104,7 +110,7 @@ def limit_threads(run: PipelineRun, rows: int) -> None:
 
 
 def _read(run: PipelineRun, path: str) -> pd.DataFrame:
-    frame = read_table(path)
+    frame = read_table(readable_path(path))
     chunked = frame.attrs.get("mlpilot_read")
     if chunked:
         run.note(
@@ -118,7 +124,7 @@ def _split_target(
     run: PipelineRun, frame: pd.DataFrame, path: str, target: str | None
 ) -> tuple[pd.Series, pd.DataFrame]:
     """The target column (rows where it is missing dropped, with a note) and the rest."""
-    duplicates = duplicate_header_names(Path(path))
+    duplicates = duplicate_header_names(readable_path(path))
     if duplicates:
         run.note(
             f"duplicate column names {duplicates}: later copies were renamed NAME.1, NAME.2, …"
@@ -214,7 +220,7 @@ def _record_data(run: PipelineRun, path: str, used: list[ColumnSpec]) -> None:
         run.logger.log_input(
             name=Path(path).name,
             source=path,
-            digest=fingerprint(Path(path)).split(":", 1)[1],
+            digest=fingerprint(readable_path(path)).split(":", 1)[1],
             rows=rows,
             columns=[
                 *((s.name, _MLFLOW_TYPES.get(s.kind, "string")) for s in used),

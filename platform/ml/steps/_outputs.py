@@ -10,7 +10,7 @@ import pandas as pd
 
 from mlpilot.platform.errors import MlpilotError
 from mlpilot.platform.ml.context import PipelineRun
-from mlpilot.platform.ml.io import read_table
+from mlpilot.platform.ml.io import read_table, readable_path
 from mlpilot.tracking import vocab
 
 
@@ -93,7 +93,7 @@ def predict(
     run: PipelineRun, data_path: str, output_path: str | None = None, model_uri: str | None = None
 ) -> None:
     with run.stage("predict"):
-        frame = read_table(data_path)
+        frame = read_table(readable_path(data_path))
         if model_uri is None and run.model.pipeline is not None:
             model, source = run.model.pipeline, "this run's model"
         else:
