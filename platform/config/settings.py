@@ -8,10 +8,10 @@ keys; the environment wins. ``Settings.from_env()`` reads them once; core code t
 
 from __future__ import annotations
 
+import logging
 import os
-import re
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -22,17 +22,20 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - exercised on Python 3.10 only
     import tomli as tomllib
 
+logger = logging.getLogger(__name__)
+
 ENGINES = ("auto", "cpu", "gpu", "compare")
 LLM_MODES = ("auto", "offline", "openai")
 REASONING_MODES = ("off", "on")
 LOG_LEVELS = ("debug", "info", "warning", "error")
 CHILD_USERS = ("auto", "none")
+# The server behind MLPILOT_LLM_BASE_URL: it decides where the thinking budget goes
+# (hosted NIM: top level; self-hosted NIM: under nvext; vLLM and OpenAI: not sent).
+LLM_BACKENDS = ("nim", "nim-selfhosted", "vllm", "openai")
 
 DEFAULT_LLM_BASE_URL = "https://integrate.api.nvidia.com/v1"
 DEFAULT_LLM_MODEL = "nvidia/nvidia-nemotron-nano-9b-v2"
-# Where the thinking-token budget goes in the request's extra body; providers differ.
-DEFAULT_LLM_THINKING_FIELD = "max_thinking_tokens"
-_FIELD_PATH = re.compile(r"[A-Za-z_][\w-]*(\.[A-Za-z_][\w-]*)*")
+DEFAULT_LLM_MAX_TOKENS = 4096  # what NVIDIA's reference agent sends; reasoning counts in it
 
 
 def _choice(name: str, value: str, choices: tuple[str, ...]) -> str:
@@ -55,16 +58,6 @@ def _positive_float(name: str, value: str) -> float:
     return number
 
 
-def _field_path(name: str, value: str) -> str:
-    value = value.strip()
-    if not _FIELD_PATH.fullmatch(value):
-        raise SettingsError(
-            f"{name}={value!r} is not a field path",
-            hint="use a field name or a dotted path, e.g. max_thinking_tokens or nvext.max_thinking_tokens",
-        )
-    return value
-
-
 def _optional_positive(name: str, value: str | None) -> float | None:
     if value is None or value.strip() == "":
         return None
@@ -74,10 +67,76 @@ def _optional_positive(name: str, value: str | None) -> float | None:
 def _optional_int(name: str, value: str | None) -> int | None:
     if value is None or value.strip() == "":
         return None
+    return _positive_int(name, value)
+
+
+def _omp_threads(value: str | None) -> int | None:
+    """OpenMP's own variable, as OpenMP reads it: the first level of a list ("4,2")."""
+    first = (value or "").split(",")[0].strip()
+    return int(first) if first.isdigit() and int(first) > 0 else None
+
+
+def _positive_int(name: str, value: str) -> int:
     try:
-        return int(value)
+        number = int(value.strip())
     except ValueError:
         raise SettingsError(f"{name}={value!r} is not an integer") from None
+    if number <= 0:
+        raise SettingsError(f"{name}={value!r} must be greater than zero")
+    return number
+
+
+def _thinking_budget(value: str | None, max_tokens: int) -> tuple[int | None, int | None]:
+    """``MLPILOT_LLM_THINKING_BUDGET`` as (min, max) thinking tokens: ``MAX`` or ``MIN:MAX``.
+
+    Nemotron Nano 9B v2 takes both bounds together; with one number the floor is half of it,
+    the ratio of NVIDIA's own example for this model (1024 / 2048).
+    """
+    name = "MLPILOT_LLM_THINKING_BUDGET"
+    if value is None or not value.strip():
+        return None, None
+    low_text, _, high_text = value.strip().rpartition(":")
+    high = _positive_int(name, high_text)
+    low = _positive_int(name, low_text) if low_text else max(1, high // 2)
+    if not low_text:
+        logger.debug("%s=%s: at least %d thinking tokens (half the maximum)", name, value, low)
+    if low > high:
+        raise SettingsError(f"{name}={value!r}: the minimum is above the maximum")
+    if high >= max_tokens:
+        raise SettingsError(
+            f"{name}={value!r} leaves no room for the answer in MLPILOT_LLM_MAX_TOKENS={max_tokens}",
+            hint="raise MLPILOT_LLM_MAX_TOKENS above the thinking budget, or lower the budget",
+        )
+    return low, high
+
+
+def _llm_settings(get: Callable[..., str | None]) -> dict[str, object]:
+    """The LLM planner's settings (section 9), checked together: the budget fits the cap."""
+    if get("MLPILOT_LLM_THINKING_FIELD"):
+        raise SettingsError(
+            "MLPILOT_LLM_THINKING_FIELD is no longer read",
+            hint="set MLPILOT_LLM_BACKEND (nim, nim-selfhosted, vllm or openai): it places the "
+            "thinking budget for that server",
+        )
+    max_tokens = _positive_int(
+        "MLPILOT_LLM_MAX_TOKENS", get("MLPILOT_LLM_MAX_TOKENS") or str(DEFAULT_LLM_MAX_TOKENS)
+    )
+    low, high = _thinking_budget(get("MLPILOT_LLM_THINKING_BUDGET"), max_tokens)
+    return {
+        "llm_base_url": get("MLPILOT_LLM_BASE_URL") or DEFAULT_LLM_BASE_URL,
+        "llm_model": get("MLPILOT_LLM_MODEL") or DEFAULT_LLM_MODEL,
+        "llm_api_key": get("NVIDIA_API_KEY") or get("OPENAI_API_KEY"),
+        "llm_reasoning": _choice(
+            "MLPILOT_LLM_REASONING", get("MLPILOT_LLM_REASONING") or "off", REASONING_MODES
+        ),
+        "llm_backend": _choice(
+            "MLPILOT_LLM_BACKEND", get("MLPILOT_LLM_BACKEND") or "nim", LLM_BACKENDS
+        ),
+        "llm_max_tokens": max_tokens,
+        "llm_thinking_budget": high,
+        "llm_thinking_min": low,
+        "llm_timeout_s": _positive_float("MLPILOT_LLM_TIMEOUT", get("MLPILOT_LLM_TIMEOUT") or "60"),
+    }
 
 
 def _artifact_root(tracking_uri: str, home: Path) -> str | None:
@@ -111,9 +170,11 @@ class Settings:
     llm_base_url: str
     llm_model: str
     llm_api_key: str | None = field(repr=False)
-    llm_reasoning: str
-    llm_thinking_budget: int | None
-    llm_thinking_field: str
+    llm_reasoning: str  # off | on: /no_think or /think in the system prompt
+    llm_backend: str  # one of LLM_BACKENDS
+    llm_max_tokens: int  # completion cap per model turn, reasoning included
+    llm_thinking_budget: int | None  # max thinking tokens, sent only with reasoning on
+    llm_thinking_min: int | None  # min thinking tokens, sent with the max
     llm_timeout_s: float
     run_timeout_s: float
     mongo_timeout_ms: int
@@ -156,25 +217,7 @@ class Settings:
             engine=_choice("MLPILOT_ENGINE", get("MLPILOT_ENGINE", "auto") or "auto", ENGINES),
             experiment=get("MLPILOT_EXPERIMENT", "mlpilot") or "mlpilot",
             llm=_choice("MLPILOT_LLM", get("MLPILOT_LLM", "auto") or "auto", LLM_MODES),
-            llm_base_url=get("MLPILOT_LLM_BASE_URL", DEFAULT_LLM_BASE_URL) or DEFAULT_LLM_BASE_URL,
-            llm_model=get("MLPILOT_LLM_MODEL", DEFAULT_LLM_MODEL) or DEFAULT_LLM_MODEL,
-            llm_api_key=get("NVIDIA_API_KEY") or get("OPENAI_API_KEY"),
-            llm_reasoning=_choice(
-                "MLPILOT_LLM_REASONING",
-                get("MLPILOT_LLM_REASONING", "off") or "off",
-                REASONING_MODES,
-            ),
-            llm_thinking_budget=_optional_int(
-                "MLPILOT_LLM_THINKING_BUDGET", get("MLPILOT_LLM_THINKING_BUDGET")
-            ),
-            llm_thinking_field=_field_path(
-                "MLPILOT_LLM_THINKING_FIELD",
-                get("MLPILOT_LLM_THINKING_FIELD", DEFAULT_LLM_THINKING_FIELD)
-                or DEFAULT_LLM_THINKING_FIELD,
-            ),
-            llm_timeout_s=_positive_float(
-                "MLPILOT_LLM_TIMEOUT", get("MLPILOT_LLM_TIMEOUT", "60") or "60"
-            ),
+            **_llm_settings(get),  # type: ignore[arg-type]
             run_timeout_s=_positive_float(
                 "MLPILOT_RUN_TIMEOUT", get("MLPILOT_RUN_TIMEOUT", "7200") or "7200"
             ),
@@ -195,7 +238,7 @@ class Settings:
             log_level=_choice(
                 "MLPILOT_LOG_LEVEL", get("MLPILOT_LOG_LEVEL", "WARNING") or "WARNING", LOG_LEVELS
             ).upper(),
-            threads=_optional_int("OMP_NUM_THREADS", get("OMP_NUM_THREADS")),
+            threads=_omp_threads(get("OMP_NUM_THREADS")),
             max_file_mb=_positive_float(
                 "MLPILOT_MAX_FILE_MB", get("MLPILOT_MAX_FILE_MB", "2048") or "2048"
             ),

@@ -8,17 +8,21 @@ call goes back to the model as the tool's result, written for it, never as a cra
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING, Any
 
 from mlpilot.platform.errors import MlpilotError, PlanError
-from mlpilot.platform.llm._openai_messages import ELLIPSIS, for_model
+from mlpilot.platform.llm._openai_messages import ELLIPSIS, for_model, restore_switches
 from mlpilot.platform.llm._openai_steps import BadArguments, parse_arguments
 from mlpilot.platform.plan import Step
 
 if TYPE_CHECKING:
     from mlpilot.platform.config import Settings
     from mlpilot.platform.llm._base import PlanningRequest
+    from mlpilot.platform.ml.profile import DataProfile
     from mlpilot.platform.tools import Tool
+
+logger = logging.getLogger(__name__)
 
 
 class CallHandler:
@@ -39,7 +43,7 @@ class CallHandler:
             valid = ", ".join(self.registry.names())
             return {"error": f"there is no tool named {name!r}; valid tools: {valid}"}
         try:
-            args = parse_arguments(name, raw)
+            args = restore_switches(parse_arguments(name, raw))
         except BadArguments as exc:
             return {"error": str(exc)}
         tool = self.registry.get(name)
@@ -107,9 +111,24 @@ class CallHandler:
         remembered = request.context.get("target")
         if target is None and isinstance(remembered, str) and profile.column(remembered):
             args["target"] = remembered
-        elif isinstance(target, str) and target.endswith(ELLIPSIS) and not profile.column(target):
-            # The schema card cut a long name; map the cut name back when it is unambiguous.
-            prefix = target[: -len(ELLIPSIS)]
-            matches = [n for n in profile.names if n.startswith(prefix)]
-            if len(matches) == 1:
-                args["target"] = matches[0]
+        elif isinstance(target, str) and not profile.column(target):
+            found = _spelled_differently(target, profile)
+            if found is not None:
+                self.adjustments.append(f"load_data.target {target!r} read as the column {found!r}")
+                args["target"] = found
+
+
+def _spelled_differently(target: str, profile: DataProfile) -> str | None:
+    """The one column ``target`` names in another spelling: cut by the schema card, or in
+    another case or with spaces around it. A near miss (a typo) is not guessed: validation
+    sends it back to the model with the valid columns."""
+    if target.endswith(ELLIPSIS):
+        prefix = target[: -len(ELLIPSIS)]
+        matches = [n for n in profile.names if n.startswith(prefix)]
+    else:
+        folded = target.strip().casefold()
+        matches = [n for n in profile.names if n.strip().casefold() == folded]
+    if len(matches) == 1:
+        return matches[0]
+    logger.debug("target %r matches %d columns in another spelling", target, len(matches))
+    return None

@@ -7,6 +7,7 @@ attempt (status, timing, wait) lands in the planner's transcript and Retry-After
 from __future__ import annotations
 
 import email.utils
+import logging
 import random
 import time
 import urllib.parse
@@ -16,11 +17,20 @@ from typing import Any
 
 from mlpilot.platform.errors import MlpilotError
 
+logger = logging.getLogger(__name__)
+
 OFFLINE_HINT = "or set MLPILOT_LLM=offline"
 
 
 class LLMError(MlpilotError):
-    """The LLM endpoint could not be used (unreachable, refused, rate-limited, failing)."""
+    """The LLM endpoint could not be used (unreachable, refused, rate-limited, failing).
+
+    ``status`` and ``detail`` are the HTTP status and the server's own words when the
+    endpoint refused the request, so that the planner can react to a known refusal.
+    """
+
+    status: int | None = None
+    detail: str = ""
 
 
 @dataclass(frozen=True)
@@ -107,6 +117,12 @@ def _server_message(exc: Any) -> str:
 def _refused(status: int, exc: Any, endpoint: str, model: str) -> LLMError:
     """An error the endpoint will repeat whatever we do: say which setting to check."""
     detail = _server_message(exc)
+    error = _refusal(status, detail, endpoint, model)
+    error.status, error.detail = status, detail
+    return error
+
+
+def _refusal(status: int, detail: str, endpoint: str, model: str) -> LLMError:
     if status in (401, 403):
         return LLMError(
             f"the LLM endpoint {endpoint} rejected the API key (HTTP {status}): {detail}",
@@ -121,7 +137,7 @@ def _refused(status: int, exc: Any, endpoint: str, model: str) -> LLMError:
         f"the LLM endpoint {endpoint} refused the request (HTTP {status}): {detail}",
         hint=(
             "check that MLPILOT_LLM_MODEL supports tool calling and that "
-            f"MLPILOT_LLM_THINKING_FIELD suits the provider, {OFFLINE_HINT}"
+            f"MLPILOT_LLM_BACKEND names this kind of server, {OFFLINE_HINT}"
         ),
     )
 
@@ -181,6 +197,7 @@ def create_with_retries(
             if not _retryable(exc.status_code):
                 entry["elapsed_s"] = round(time.monotonic() - started, 3)
                 log.append(entry)
+                logger.info("LLM endpoint refused: HTTP %s %s", exc.status_code, entry["error"])
                 raise _refused(exc.status_code, exc, endpoint, model) from None
         except openai.APITimeoutError:
             entry["status"] = "timeout"

@@ -5,13 +5,21 @@ names escaped by ``json.dumps`` and truncated, ``<`` and ``>`` escaped so that n
 column name can close the data block, and a few short sample values at most. Everything
 in the card is labelled as data; a column named "ignore previous instructions" stays a
 quoted string.
+
+Nemotron's chat template turns reasoning on when ``/think`` appears *anywhere* in a system
+or user message (and off for ``/no_think``; the last one wins), and deletes both strings
+from the text. So ``/`` in data is sent as ``\\u002f`` (the same JSON string once decoded),
+and free text (the request, validation errors) gets a division slash in those two words;
+``restore_switches`` undoes that in what the model sends back.
 """
 
 from __future__ import annotations
 
 import copy
 import json
+import logging
 import re
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -19,6 +27,8 @@ if TYPE_CHECKING:
     from mlpilot.platform.ml.profile import ColumnProfile, DataProfile
     from mlpilot.platform.plan import Step
     from mlpilot.platform.tools import ToolRegistry
+
+logger = logging.getLogger(__name__)
 
 NAME_CHARS = 60  # longer column names are cut (the planner maps a cut name back)
 SAMPLE_CHARS = 40
@@ -73,9 +83,38 @@ def clip(text: str, limit: int) -> str:
 
 
 def as_data(value: Any) -> str:
-    """JSON for the model: names stay quoted strings and cannot close the data block."""
+    """JSON for the model: quoted names that cannot close the data block or switch reasoning.
+
+    ``/`` only occurs inside JSON strings, where ``\\u002f`` decodes to the same character.
+    """
     text = json.dumps(value, ensure_ascii=False, default=str)
-    return text.replace("<", "\\u003c").replace(">", "\\u003e")
+    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("/", "\\u002f")
+
+
+_SWITCHES = ("/no_think", "/think")
+_LOOKALIKE = "\u2215"  # DIVISION SLASH: reads as "/", is not the template's "/"
+
+
+def unswitch(text: str) -> str:
+    """Free text for a user message, with ``/think`` and ``/no_think`` made inert."""
+    for switch in _SWITCHES:
+        if switch in text:
+            logger.debug("a %s in the text sent to the model was made inert", switch)
+            text = text.replace(switch, _LOOKALIKE + switch[1:])
+    return text
+
+
+def restore_switches(value: Any) -> Any:
+    """What the model copied from :func:`unswitch`-ed text, with the real slash back."""
+    if isinstance(value, str):
+        for switch in _SWITCHES:
+            value = value.replace(_LOOKALIKE + switch[1:], switch)
+        return value
+    if isinstance(value, Mapping):
+        return {k: restore_switches(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [restore_switches(v) for v in value]
+    return value
 
 
 def card_column(column: ColumnProfile) -> dict[str, Any]:
@@ -111,6 +150,10 @@ def schema_card(profile: DataProfile) -> str:
 
 def user_message(request: PlanningRequest) -> str:
     """The request, what the command line and the session fix, and the schema card."""
+    return unswitch(_user_parts(request))
+
+
+def _user_parts(request: PlanningRequest) -> str:
     parts = [f"Request: {request.prompt.strip()}"]
     if request.target:
         parts.append(
@@ -167,13 +210,31 @@ def repair_message(error: str, profile: DataProfile | None, steps: list[Step]) -
         "tool is added in pipeline order, and calling every tool again replaces the plan. "
         "Then reply without a tool call."
     )
-    return "\n".join(lines)
+    return unswitch("\n".join(lines))
 
 
 NO_PLAN = (
     "No plan was made: you called no pipeline or query tool. Plan the request as tool "
     "calls, then reply without a tool call."
 )
+
+
+def cut_off_message(max_tokens: int) -> str:
+    """Sent after a reply that hit max_tokens: it was dropped, so the model says it again."""
+    return (
+        f"Your last reply was cut off at the token limit ({max_tokens} tokens) and was "
+        "discarded. Reply again, shorter: think briefly, and call the tools with only the "
+        "arguments that differ from their defaults."
+    )
+
+
+def unreadable_message(error: str) -> str:
+    """Sent after ``<TOOLCALL>`` text that could not be read: nothing of it was taken."""
+    return unswitch(
+        f"mlpilot could not read your tool calls: {error}. None of them was taken. Call the "
+        'tools again as <TOOLCALL>[{"name": ..., "arguments": {...}}]</TOOLCALL> with valid '
+        "JSON, or reply without a tool call when the plan is complete."
+    )
 
 
 def for_model(value: Any) -> Any:
@@ -210,23 +271,53 @@ def tool_schemas(registry: ToolRegistry) -> list[dict[str, Any]]:
     return schemas
 
 
-def thinking_extra_body(budget: int | None, field_path: str) -> dict[str, Any]:
-    """``{"max_thinking_tokens": 512}``, or nested for a dotted path (``nvext.max_…``)."""
-    if budget is None:
-        return {}
-    keys = field_path.split(".")
-    body: dict[str, Any] = {}
-    node = body
-    for key in keys[:-1]:
-        node = node.setdefault(key, {})
-    node[keys[-1]] = budget
-    return body
+def thinking_extra_body(
+    backend: str, reasoning: str, low: int | None, high: int | None
+) -> tuple[dict[str, Any], str]:
+    """The thinking budget as the backend reads it, and a note for the transcript.
+
+    Only with ``/think``: without reasoning there is nothing to budget, and the budget
+    fields make some servers think anyway. Hosted NIM reads both bounds at the top level,
+    self-hosted NIM under ``nvext``; vLLM ignores unknown fields and OpenAI rejects them.
+    """
+    if high is None:
+        return {}, "no thinking budget is set"
+    if reasoning != "on":
+        return {}, "thinking budget not sent: reasoning is off (/no_think)"
+    budget = {"min_thinking_tokens": low, "max_thinking_tokens": high}
+    if backend == "nim":
+        return budget, "thinking budget sent at the top level (hosted NIM)"
+    if backend == "nim-selfhosted":
+        return {"nvext": budget}, "thinking budget sent under nvext (self-hosted NIM)"
+    return {}, (
+        f"thinking budget not sent: the {backend} backend has no thinking-budget field; "
+        "only max_tokens bounds the reply"
+    )
 
 
-_THINK = re.compile(r"<think>.*?(</think>|$)", re.DOTALL)
+_TOOLCALL_BLOCK = re.compile(r"<TOOLCALL>.*?(</TOOLCALL>|$)", re.DOTALL | re.IGNORECASE)
+_TAGS = re.compile(r"</?(think|TOOLCALL)>", re.IGNORECASE)
+
+
+def split_thinking(content: str | None) -> tuple[str, str]:
+    """``(reasoning, answer)``: the answer is the text after the last ``</think>``.
+
+    Without a reasoning parser the server leaves the reasoning in ``content``, and after the
+    template's opening ``<think>`` it has no opening tag of its own (``…</think>answer``).
+    An opened ``<think>`` that is never closed is all reasoning.
+    """
+    text = content or ""
+    lower = text.lower()
+    if "</think>" in lower:
+        end = lower.rindex("</think>")
+        return text[:end], text[end + len("</think>") :]
+    if "<think>" in lower:
+        start = lower.index("<think>")
+        return text[start:], text[:start]
+    return "", text
 
 
 def rationale_from(content: str | None, limit: int = 1000) -> str:
-    """The model's closing sentence(s), without any ``<think>`` block it echoed."""
-    text = _THINK.sub("", content or "").strip()
+    """The model's closing sentence(s): no reasoning, no tool-call text, no stray tags."""
+    text = _TAGS.sub("", _TOOLCALL_BLOCK.sub("", split_thinking(content)[1])).strip()
     return clip(text, limit) if text else ""

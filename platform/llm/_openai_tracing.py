@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from mlpilot.platform.config import Settings
 
+logger = logging.getLogger(__name__)
+
 _URI_VARIABLE = "MLFLOW_TRACKING_URI"
 _autologged = False  # autolog patches the openai client class: once per process
 
@@ -32,7 +34,6 @@ def enable_tracing(settings: Settings, experiment: str) -> dict[str, Any]:
     try:
         import mlflow
         import mlflow.openai
-        from mlflow.entities.trace_location import MlflowExperimentLocation
 
         from mlpilot.tracking.mlflow_store import ensure_experiment, make_client
 
@@ -41,7 +42,7 @@ def enable_tracing(settings: Settings, experiment: str) -> dict[str, Any]:
         previous = os.environ.get(_URI_VARIABLE)
         try:
             mlflow.set_tracking_uri(settings.tracking_uri)
-            mlflow.tracing.set_destination(MlflowExperimentLocation(experiment_id=experiment_id))
+            mlflow.tracing.set_destination(experiment_destination(experiment_id))
         finally:
             if previous is None:
                 os.environ.pop(_URI_VARIABLE, None)
@@ -55,3 +56,21 @@ def enable_tracing(settings: Settings, experiment: str) -> dict[str, Any]:
     except Exception as exc:  # any failure only costs the traces, never the plan
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
         return {"enabled": False, "error": f"{type(exc).__name__}: {first}"[:300]}
+
+
+def experiment_destination(experiment_id: str) -> Any:
+    """A trace destination for ``experiment_id`` that this MLflow's ``set_destination`` takes.
+
+    MLflow 3.5 moved destinations to ``TraceLocationBase`` subclasses; 3.1 to 3.4 already
+    have ``MlflowExperimentLocation`` but refuse it there and want the older
+    ``MlflowExperiment``, which 3.5 and later still take, with a deprecation warning.
+    So the choice follows the API, not whether an import succeeds.
+    """
+    from mlflow.entities import trace_location
+
+    if hasattr(trace_location, "TraceLocationBase"):
+        return trace_location.MlflowExperimentLocation(experiment_id=experiment_id)
+    from mlflow.tracing.destination import MlflowExperiment
+
+    logger.debug("MLflow before 3.5: tracing to MlflowExperiment(%s)", experiment_id)
+    return MlflowExperiment(experiment_id=experiment_id)

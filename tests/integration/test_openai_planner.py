@@ -2,7 +2,9 @@
 
 The real ``openai`` client talks HTTP to ``llm_stub.LLMStub`` on 127.0.0.1; nothing leaves
 the machine. CLI tests run ``mlpilot`` as a user would; the others call the planner in this
-process (tracing off there, so that MLflow's process-wide state is left alone).
+process (tracing off there, so that MLflow's process-wide state is left alone). After each
+test, every request the stub received must have rendered through Nemotron's chat template
+with the reasoning switch the test set. Real-server shapes: test_openai_planner_servers.py.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from llm_stub import (
 from mlpilot.platform.config import Settings
 from mlpilot.platform.errors import PlanError
 from mlpilot.platform.llm import PlanningRequest, PlanResult
+from mlpilot.platform.llm._openai_messages import as_data
 from mlpilot.platform.llm.openai_planner import Backoff, LLMError, OpenAIPlanner
 from mlpilot.platform.ml.profile import DataProfile, profile_table
 from mlpilot.platform.plan.templates import builtin_templates
@@ -48,6 +51,12 @@ LOAD_AND_FIT = tool_calls(("load_data", {"target": "sales"}), ("train_model", {"
 def stub() -> Iterator[LLMStub]:
     with LLMStub() as server:
         yield server
+
+
+@pytest.fixture(autouse=True)
+def _template_renders_every_request(stub: LLMStub) -> Iterator[None]:
+    yield
+    assert stub.template_problems() == []
 
 
 @pytest.fixture(scope="module")
@@ -77,6 +86,7 @@ def profile(data: dict[str, Path]) -> DataProfile:
 
 
 def _env(stub: LLMStub, home: Path, **extra: str) -> dict[str, str]:
+    stub.expect_reasoning = extra.get("MLPILOT_LLM_REASONING") or "off"
     env = {
         "MLPILOT_HOME": str(home),
         "MLPILOT_LLM": "openai",
@@ -89,7 +99,8 @@ def _env(stub: LLMStub, home: Path, **extra: str) -> dict[str, str]:
         "MLPILOT_MONGO_URI": "",
         "MLPILOT_LLM_REASONING": "",
         "MLPILOT_LLM_THINKING_BUDGET": "",
-        "MLPILOT_LLM_THINKING_FIELD": "",
+        "MLPILOT_LLM_BACKEND": "",
+        "MLPILOT_LLM_MAX_TOKENS": "",
         "MLPILOT_LLM_TIMEOUT": "",
     }
     return {**env, **extra}
@@ -135,10 +146,7 @@ def test_cli_plan_is_the_scripted_tool_calls(
         text("Load the file and fit a random forest."),
     )
     env = _env(
-        stub,
-        cli_home,
-        MLPILOT_LLM_THINKING_BUDGET="256",
-        MLPILOT_LLM_THINKING_FIELD="nvext.max_thinking_tokens",
+        stub, cli_home, MLPILOT_LLM_THINKING_BUDGET="256", MLPILOT_LLM_BACKEND="nim-selfhosted"
     )
     done = run_cli(
         "plan", "predict sales with a random forest", "--data", str(data["hostile"]), "--json",
@@ -162,14 +170,15 @@ def test_cli_plan_is_the_scripted_tool_calls(
     assert len(stub.requests) == 2 and stub.remaining == 0
     first = stub.requests[0]
     assert first["model"] == MODEL and first["temperature"] == 0.0
-    assert first["nvext"] == {"max_thinking_tokens": 256}  # extra_body at the configured path
+    assert first["max_tokens"] == 4096 and first["tool_choice"] == "auto"
+    assert "nvext" not in first  # a thinking budget goes only with /think
     assert {t["function"]["name"] for t in first["tools"]} == set(default_registry().names())
     load = next(t for t in first["tools"] if t["function"]["name"] == "load_data")
     assert load["function"]["parameters"]["required"] == ["path"]
     assert system_prompt(first).startswith("/no_think\n")
     card = user_messages(first)[0]
-    assert json.dumps(INJECTION) in card and INJECTION not in card
-    assert json.dumps(MARKER).replace("<", "\\u003c").replace(">", "\\u003e") in card
+    assert as_data(INJECTION) in card and INJECTION not in card
+    assert as_data(MARKER) in card and "\\u003c\\u002fdata\\u003e" in as_data(MARKER)
     assert card.count("</data>") == 1
     assert stub.headers[0]["authorization"] == f"Bearer {KEY}"
     assert _tool_payloads(stub.requests[1]) == [{"status": "added to the plan"}] * 2

@@ -1,4 +1,5 @@
-"""The OpenAI planner's parts without a server: messages, the schema card, extra_body, retries."""
+"""The OpenAI planner's parts without a server: messages, the schema card, extra_body, retries,
+and reading replies in every shape a Nemotron server sends them."""
 
 from __future__ import annotations
 
@@ -30,11 +31,14 @@ from mlpilot.platform.llm._openai_messages import (
     DATA_CLOSE,
     DATA_OPEN,
     NAME_CHARS,
+    as_data,
     rationale_from,
     repair_message,
+    restore_switches,
     system_prompt,
     thinking_extra_body,
     tool_schemas,
+    unswitch,
     user_message,
 )
 from mlpilot.platform.llm._openai_steps import BadArguments, merge_steps, parse_arguments
@@ -136,7 +140,7 @@ def test_target_and_session_context_are_in_the_user_message(profile: DataProfile
     message = user_message(_request(profile, target=INJECTION, context=context))
     assert f"--target option names the column to predict: {json.dumps(INJECTION)}" in message
     assert '"last_plan": [{"tool": "train_model", "args": {"model": "rf"}}]' in message
-    assert '"data_path": "/data/old.csv"' in message
+    assert '"data_path": "\\u002fdata\\u002fold.csv"' in message  # "/" escaped in data
     no_data = user_message(_request(None, prompt="show the last 3 runs"))
     assert "No data file was given." in no_data and DATA_OPEN not in no_data
 
@@ -149,8 +153,17 @@ def test_repair_message_lists_valid_columns_and_the_current_plan(profile: DataPr
     assert '1. load_data {"target": "revenu"}; 2. train_model {"model": "rf"}' in text
 
 
-def test_rationale_drops_think_blocks() -> None:
+def test_rationale_keeps_only_the_answer() -> None:
     assert rationale_from("<think>hmm\nlong</think>\nTrain a forest.") == "Train a forest."
+    # no opening tag: the template wrote it, the server left the reasoning in content
+    assert rationale_from("I should fit a forest.\n</think>\n\nTrain a forest.") == (
+        "Train a forest."
+    )
+    assert rationale_from("a</think>b</think>Train a forest.") == "Train a forest."
+    assert rationale_from("<think>cut off while thinking") == ""
+    assert rationale_from('Done. <TOOLCALL>[{"name": "x"}]</TOOLCALL>') == "Done."
+    assert rationale_from('Done.<TOOLCALL>[{"name": "x", ') == "Done."
+    assert rationale_from("Done </think>") == ""
     assert rationale_from(None) == ""
 
 
@@ -166,21 +179,68 @@ def test_tool_schemas_are_the_registry_s_without_null_in_enums() -> None:
 
 
 # -- the thinking budget ------------------------------------------------------------------------
-def test_thinking_budget_goes_to_the_configured_field() -> None:
-    assert thinking_extra_body(None, "max_thinking_tokens") == {}
-    assert thinking_extra_body(512, "max_thinking_tokens") == {"max_thinking_tokens": 512}
-    assert thinking_extra_body(64, "nvext.max_thinking_tokens") == {
-        "nvext": {"max_thinking_tokens": 64}
-    }
+def test_thinking_budget_goes_where_the_backend_reads_it_and_only_with_think() -> None:
+    both = {"min_thinking_tokens": 64, "max_thinking_tokens": 512}
+    assert thinking_extra_body("nim", "on", 64, 512)[0] == both
+    assert thinking_extra_body("nim-selfhosted", "on", 64, 512)[0] == {"nvext": both}
+    for backend in ("vllm", "openai"):
+        body, note = thinking_extra_body(backend, "on", 64, 512)
+        assert body == {} and note.startswith(f"thinking budget not sent: the {backend}")
+    assert thinking_extra_body("nim", "off", 64, 512) == (
+        {},
+        "thinking budget not sent: reasoning is off (/no_think)",
+    )
+    assert thinking_extra_body("nim", "on", None, None)[0] == {}
 
 
-def test_thinking_field_setting(tmp_path: Path) -> None:
+def test_llm_settings_backend_max_tokens_and_budget(tmp_path: Path) -> None:
     base = {"MLPILOT_HOME": str(tmp_path)}
-    assert Settings.from_env(base).llm_thinking_field == "max_thinking_tokens"
-    nested = Settings.from_env({**base, "MLPILOT_LLM_THINKING_FIELD": "nvext.max_thinking_tokens"})
-    assert nested.llm_thinking_field == "nvext.max_thinking_tokens"
-    with pytest.raises(SettingsError, match="MLPILOT_LLM_THINKING_FIELD"):
-        Settings.from_env({**base, "MLPILOT_LLM_THINKING_FIELD": "a..b"})
+    default = Settings.from_env(base)
+    assert (default.llm_backend, default.llm_max_tokens) == ("nim", 4096)
+    assert (default.llm_thinking_min, default.llm_thinking_budget) == (None, None)
+    one = Settings.from_env({**base, "MLPILOT_LLM_THINKING_BUDGET": "512"})
+    assert (one.llm_thinking_min, one.llm_thinking_budget) == (256, 512)  # NVIDIA's ratio
+    two = Settings.from_env(
+        {**base, "MLPILOT_LLM_THINKING_BUDGET": "100:900", "MLPILOT_LLM_BACKEND": "vLLM"}
+    )
+    assert (two.llm_thinking_min, two.llm_thinking_budget, two.llm_backend) == (100, 900, "vllm")
+    bad = {
+        "MLPILOT_LLM_THINKING_BUDGET": ["0", "abc", "600:512", "4096", "1:2:3"],
+        "MLPILOT_LLM_MAX_TOKENS": ["0", "lots"],
+        "MLPILOT_LLM_BACKEND": ["ollama"],
+        "MLPILOT_LLM_THINKING_FIELD": ["nvext.max_thinking_tokens"],
+    }
+    for name, values in bad.items():
+        for value in values:
+            with pytest.raises(SettingsError, match=name) as info:
+                Settings.from_env({**base, name: value})
+            assert "\n" not in info.value.one_line()
+    roomy = {**base, "MLPILOT_LLM_THINKING_BUDGET": "4096", "MLPILOT_LLM_MAX_TOKENS": "8192"}
+    assert Settings.from_env(roomy).llm_thinking_budget == 4096
+
+
+# -- /think in data ----------------------------------------------------------------------------------
+def test_data_and_free_text_cannot_switch_reasoning(profile: DataProfile) -> None:
+    odd = ["a/think", "b/no_think", "/thinking/x.csv"]
+    assert all(json.loads(as_data(v)) == v and "/" not in as_data(v) for v in odd)
+    request = PlanningRequest(
+        prompt="predict a/think from /data/thinking/x.csv, /no_think",
+        registry=default_registry(),
+        templates=builtin_templates(),
+        profile=profile,
+        data_path="/data/thinking/x.csv",
+        target="a/think",
+    )
+    message = user_message(request)
+    assert "/think" not in message and "/no_think" not in message
+    assert "predict a\u2215think from /data\u2215thinking/x.csv, \u2215no_think" in message
+    repair = repair_message("load_data: target column 'b/no_think' is not in the data", None, [])
+    assert "/no_think" not in repair and "'b\u2215no_think'" in repair
+    assert restore_switches({"path": "/data\u2215thinking/x.csv", "ids": ["a\u2215think"]}) == {
+        "path": "/data/thinking/x.csv",
+        "ids": ["a/think"],
+    }
+    assert unswitch("no switch / here") == "no switch / here"
 
 
 def test_make_planner_imports_neither_mlflow_nor_openai(tmp_path: Path) -> None:
