@@ -54,6 +54,7 @@ def enable_tracing(settings: Settings, experiment: str) -> dict[str, Any]:
         logging.getLogger("mlflow").setLevel(logging.WARNING)
         return {"enabled": True, "experiment_id": experiment_id}
     except Exception as exc:  # any failure only costs the traces, never the plan
+        logger.warning("LLM calls are not traced: %s", exc)
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
         return {"enabled": False, "error": f"{type(exc).__name__}: {first}"[:300]}
 

@@ -15,11 +15,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mlpilot.platform.agent.templates import builtin_templates
 from mlpilot.platform.llm import PlanningRequest
 from mlpilot.platform.llm.offline import OfflinePlanner
 from mlpilot.platform.ml.profile import profile_table
 from mlpilot.platform.plan import Plan
+from mlpilot.platform.plan.templates import builtin_templates
 from mlpilot.platform.tools import default_registry
 
 REPO = Path(__file__).resolve().parents[2]

@@ -30,10 +30,10 @@ from llm_stub import (
 )
 from planning import TAGS, plan_with
 
-from mlpilot.platform.agent.templates import builtin_templates
 from mlpilot.platform.llm import PlanningRequest, PlanResult
 from mlpilot.platform.llm.openai_planner import LLMError
 from mlpilot.platform.ml.profile import DataProfile, profile_table
+from mlpilot.platform.plan.templates import builtin_templates
 from mlpilot.platform.tools import default_registry
 
 pytestmark = pytest.mark.integration

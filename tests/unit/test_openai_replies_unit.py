@@ -11,7 +11,6 @@ from typing import Any
 
 import pytest
 
-from mlpilot.platform.agent.templates import builtin_templates
 from mlpilot.platform.config import Settings
 from mlpilot.platform.llm import PlanningRequest
 from mlpilot.platform.llm._openai_calls import CallHandler
@@ -25,6 +24,7 @@ from mlpilot.platform.llm._openai_tracing import experiment_destination
 from mlpilot.platform.llm.openai_planner import assistant_message, describe_reply
 from mlpilot.platform.ml.profile import ColumnProfile, DataProfile
 from mlpilot.platform.plan import Step
+from mlpilot.platform.plan.templates import builtin_templates
 from mlpilot.platform.tools import default_registry
 
 CALLS = '<TOOLCALL>[{"name": "load_data", "arguments": {"target": "sales"}}, {"name": "clean_data", "arguments": "{}"}]</TOOLCALL>'
