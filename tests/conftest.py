@@ -2,11 +2,34 @@
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from helpers import MlflowServer, NxServer
+
+_OWN_BASETEMP: list[str] = []
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config: pytest.Config) -> None:
+    """A base folder of this session's own, not pytest's shared /tmp/pytest-of-USER.
+
+    Each pytest session chmods that shared folder to 0700 when it starts, which also
+    clears the ACL entries through which mlpilot's unprivileged pipeline account reaches
+    homes below it (DESIGN §8): a second session would cut off the first one's pipelines.
+    """
+    if config.option.basetemp is None and not hasattr(config, "workerinput"):
+        config.option.basetemp = tempfile.mkdtemp(prefix="mlpilot-tests-")
+        _OWN_BASETEMP.append(config.option.basetemp)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    for folder in _OWN_BASETEMP:
+        shutil.rmtree(folder, ignore_errors=True)
+
 
 _SCRUBBED = (
     "MLFLOW_TRACKING_URI",

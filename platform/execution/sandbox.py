@@ -294,6 +294,9 @@ class ContainedChild:
     def _collect(self, poll: Callable[[], None] | None) -> ChildResult:
         proc, result = self.proc, self._result
         proc.wait()
+        # what the pipeline left behind in its group (a forked helper, a fork bomb) ends too
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
         for reader in self._readers:
             reader.join(timeout=5)
         if poll:
