@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from mlpilot.platform.agent.request import RunRequest, failure_of
 from mlpilot.platform.errors import MlpilotError
 from mlpilot.platform.plan import Plan
+from mlpilot.platform.plan.paths import PathPolicy
 from mlpilot.tracking.vocab import RunState
 
 if TYPE_CHECKING:
@@ -76,6 +77,19 @@ class PreparedRun:
 _REACHED_GENERATING = (RunState.VALIDATING, RunState.GENERATING)
 
 
+def path_policy(request: RunRequest, profile: DataProfile | None) -> PathPolicy:
+    """What the plan may read: the user's data file, and the folders they allowed.
+
+    The data file is the one given with ``--data`` (or carried by the session, planned
+    on); a saved plan's own data path counts only when ``--data`` or ``--allow-read``
+    confirms it.
+    """
+    data_file = request.data_path
+    if data_file is None and profile is not None and not request.plan_file:
+        data_file = profile.path
+    return PathPolicy(data_file=data_file, read_folders=tuple(request.allow_read))
+
+
 def prepare(planned: Planned, settings: Settings) -> PreparedRun:
     """Validate the plan (once), choose the engine and render ``pipeline.py``."""
     from mlpilot.platform.plan import validate_plan
@@ -91,7 +105,13 @@ def prepare(planned: Planned, settings: Settings) -> PreparedRun:
         notes=tuple(result.notes),
     )
     try:
-        validated = validate_plan(result.plan, planned.registry, planned.profile, check_files=True)
+        validated = validate_plan(
+            result.plan,
+            planned.registry,
+            planned.profile,
+            check_files=True,
+            policy=path_policy(request, planned.profile),
+        )
     except Exception as exc:  # recorded on the run, at VALIDATING
         _log_failure(exc, RunState.VALIDATING)
         return replace(base, failure=failure_of(exc, RunState.VALIDATING))

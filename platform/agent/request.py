@@ -24,6 +24,8 @@ class RunRequest:
     plugins: tuple[str, ...] = ()
     session_id: str | None = None
     plan_file: str | None = None
+    #: folders the plan may read from besides the data file (``--allow-read DIR``)
+    allow_read: tuple[str, ...] = ()
 
 
 @dataclass

@@ -37,6 +37,13 @@ PluginsOpt = Annotated[
     typer.Option("--plugins", help="Module with extra @tool definitions (repeatable)."),
 ]
 SessionOpt = Annotated[str | None, typer.Option("--session", help="Continue this session.")]
+AllowReadOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--allow-read",
+        help="A folder the plan may read files from, besides --data (repeatable).",
+    ),
+]
 
 
 @app.command()
@@ -111,6 +118,7 @@ def run(
         typer.Option("--plan", help="Run this plan (JSON, as printed by mlpilot plan --json)."),
     ] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print the outcome as JSON.")] = False,
+    allow_read: AllowReadOpt = None,
 ) -> None:
     """Plan, generate and run a tracked experiment."""
     from mlpilot.platform.agent.orchestrator import run_request
@@ -128,6 +136,7 @@ def run(
         plugins=tuple(plugins or ()),
         session_id=session,
         plan_file=plan_file,
+        allow_read=tuple(allow_read or ()),
     )
     progress = ConsoleProgress(quiet=json_out)
     outcome = run_request(request, progress=progress)

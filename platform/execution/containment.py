@@ -313,32 +313,29 @@ def _network(settings: Any) -> tuple[bool, str]:
     return True, "isolated (own namespace, loopback only)"
 
 
-def _store_paths(settings: Any) -> tuple[Path | None, Path | None, Path | None]:
-    """The sqlite database, artifact folder and Optuna journal folder the child writes."""
-    db = None
-    if settings.tracking_uri.startswith("sqlite:///"):
-        db = Path(settings.tracking_uri.removeprefix("sqlite:///")).expanduser()
-    artifacts = None
+def _store_paths(settings: Any) -> tuple[list[Path], list[Path]]:
+    """The database files and the folders the child writes (MLflow, artifacts, Optuna)."""
+    databases, folders = [], []
+    for uri in (settings.tracking_uri, settings.optuna_storage):
+        if uri.startswith("sqlite:///"):
+            databases.append(Path(uri.removeprefix("sqlite:///")).expanduser())
     if (settings.artifact_root or "").startswith("file:"):
         from urllib.parse import urlparse
         from urllib.request import url2pathname
 
-        artifacts = Path(url2pathname(urlparse(settings.artifact_root).path))
-    journal = None
-    if "://" not in settings.optuna_storage:
-        journal = Path(settings.optuna_storage).expanduser().parent
-    elif settings.optuna_storage.startswith("sqlite:///"):
-        journal = Path(settings.optuna_storage.removeprefix("sqlite:///")).expanduser().parent
-    return db, artifacts, journal
+        folders.append(Path(url2pathname(urlparse(settings.artifact_root).path)))
+    if "://" not in settings.optuna_storage:  # a journal file: its folder holds its locks
+        folders.append(Path(settings.optuna_storage).expanduser().parent)
+    return databases, folders
 
 
 def _share_stores(settings: Any, run_dir: Path, user: RunUser) -> None:
-    db, artifacts, journal = _store_paths(settings)
+    databases, folders = _store_paths(settings)
     for code in _interpreter_paths():  # Python itself may live under /root (pyenv)
         grant_traverse(code / "x", user)
     share_folder(run_dir, user)
     grant_traverse(run_dir, user)
-    if db is not None:
+    for db in databases:
         # sqlite writes -wal/-shm beside the database: its folder must take new files; the
         # sticky bit keeps the child from removing anyone else's (private/ is 0700 anyway)
         db.parent.mkdir(parents=True, exist_ok=True)
@@ -349,10 +346,9 @@ def _share_stores(settings: Any, run_dir: Path, user: RunUser) -> None:
             db.touch(mode=0o660)
         share_file(db, user)
         grant_traverse(db, user)
-    for folder in (artifacts, journal):
-        if folder is not None:
-            share_folder(folder, user)
-            grant_traverse(folder / "x", user)
+    for folder in folders:
+        share_folder(folder, user)
+        grant_traverse(folder / "x", user)
 
 
 def _interpreter_paths() -> list[Path]:

@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING
 from mlpilot.platform.errors import PlanError
 from mlpilot.platform.ml.profile import DataProfile, infer_task, target_identifier
 from mlpilot.platform.plan.model import Plan, Step
+from mlpilot.platform.plan.params import check_params
+from mlpilot.platform.plan.paths import PathPolicy, check_paths
 from mlpilot.tracking.vocab import CLASSIFICATION_METRICS, REGRESSION_METRICS
 
 if TYPE_CHECKING:
@@ -62,6 +64,7 @@ def validate_plan(
     profile: DataProfile | None = None,
     *,
     check_files: bool = True,
+    policy: PathPolicy | None = None,
 ) -> ValidatedPlan:
     """Validate ``plan`` and return a new, validated plan with notes; ``plan`` itself is
     left as it was (the new one has every argument's default filled in, and its engine set
@@ -93,6 +96,10 @@ def validate_plan(
             "the plan trains or transforms data but has no load_data step",
             hint="add load_data first",
         )
+    check_params(plan, result.task)
+    if policy is not None:
+        plugins = frozenset(t for t in plan.tools if not registry.get(t).builtin)
+        check_paths(plan, policy, plugins)
     if check_files:
         for step in plan.steps:
             if step.tool == "predict" and not Path(step.args["data_path"]).expanduser().exists():

@@ -44,6 +44,11 @@ class Tool:
     arg_docs: dict[str, str] = field(default_factory=dict)
 
     @property
+    def builtin(self) -> bool:
+        """One of mlpilot's own tools (a plugin's paths are checked more strictly)."""
+        return self.func.__module__.startswith("mlpilot.platform.tools")
+
+    @property
     def argument_names(self) -> list[str]:
         return list(self.parameters["properties"])
 

@@ -313,7 +313,12 @@ def test_a_validation_failure_is_recorded_at_validating(
     ]
     plan.write_text(json.dumps({"steps": steps}))
     harness = Harness(settings, FakeExecutor(succeeded))
-    outcome = harness.run(prompt="train and predict", plan_file=str(plan))
+    outcome = harness.run(  # the saved plan's files confirmed by --data and --allow-read
+        prompt="train and predict",
+        plan_file=str(plan),
+        data_path=str(data),
+        allow_read=(str(tmp_path),),
+    )
     assert outcome.status == R.FAILED and outcome.error is not None
     assert outcome.error["stage"] == R.VALIDATING and "missing.csv" in outcome.error["message"]
     doc, run = harness.recorded(outcome)

@@ -89,6 +89,17 @@ def _lineage(run: PipelineRun) -> dict[str, str]:
     return lineage
 
 
+def _inside_run_dir(run: PipelineRun, name: str) -> Path:
+    """Where a plan's output goes: inside the run folder, whatever the plan says."""
+    folder = run.run_dir.resolve()
+    out = (folder / name).resolve()
+    if not out.is_relative_to(folder):
+        raise MlpilotError(
+            f"predict: output_path {name!r} leaves the run folder", hint="give a relative name"
+        )
+    return out
+
+
 def predict(
     run: PipelineRun, data_path: str, output_path: str | None = None, model_uri: str | None = None
 ) -> None:
@@ -108,7 +119,7 @@ def predict(
 
             model, source = mlflow.pyfunc.load_model(model_uri), model_uri
         predictions = model.predict(frame)
-        out = Path(output_path) if output_path else run.run_dir / "predictions.csv"
+        out = _inside_run_dir(run, output_path or "predictions.csv")
         result = frame.copy()
         result["prediction"] = (
             np.asarray(predictions).ravel()
