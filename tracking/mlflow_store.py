@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from mlpilot.platform.config.interrupts import shielded
 from mlpilot.platform.errors import TrackingError
 from mlpilot.tracking import vocab
 
@@ -137,7 +138,16 @@ def scoped_tracking_uri(uri: str) -> Iterator[None]:
 
 
 def make_client(settings: Settings) -> MlflowClient:
-    """An ``MlflowClient`` for the configured store; creates the embedded store's folders."""
+    """An ``MlflowClient`` for the configured store; creates the embedded store's folders.
+
+    A cancelling signal waits until it is done: MLflow's import, or its migration, cut in
+    half would leave the process (or the database) unusable for recording the cancel.
+    """
+    with shielded():
+        return _make_client(settings)
+
+
+def _make_client(settings: Settings) -> MlflowClient:
     import logging
 
     from mlflow import MlflowClient
@@ -146,16 +156,55 @@ def make_client(settings: Settings) -> MlflowClient:
     logging.getLogger("mlflow").setLevel(logging.WARNING)
     configure_http_timeouts()
     check_reachable(settings.tracking_uri)
-    if settings.tracking_uri.startswith("sqlite:///"):
-        path = Path(settings.tracking_uri.removeprefix("sqlite:///"))
-        path.parent.mkdir(parents=True, exist_ok=True)
+    if not settings.tracking_uri.startswith("sqlite:///"):
+        return MlflowClient(tracking_uri=settings.tracking_uri, registry_uri=settings.tracking_uri)
+    path = Path(settings.tracking_uri.removeprefix("sqlite:///"))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return _open_sqlite(settings, path)
+
+
+def _open_sqlite(settings: Settings, path: Path) -> MlflowClient:
+    from mlflow import MlflowClient
+
+    # two first runs at once would both create the tables or both migrate them (and leave
+    # the database half-migrated for good): one process at a time does it. MLflow opens
+    # (and migrates) its store as the client is made, so that happens under the lock too.
+    with first_use_lock(path):
         if not path.exists() or path.stat().st_size == 0:
             _initialise_sqlite(
                 settings.tracking_uri,
                 settings.artifact_root or (path.parent / "artifacts").as_uri(),
             )
         use_wal(path)
-    return MlflowClient(tracking_uri=settings.tracking_uri, registry_uri=settings.tracking_uri)
+        client = MlflowClient(
+            tracking_uri=settings.tracking_uri, registry_uri=settings.tracking_uri
+        )
+        _open_stores(client)
+    return client
+
+
+@contextlib.contextmanager
+def first_use_lock(database: Path) -> Iterator[None]:
+    """An exclusive lock beside ``database`` while its schema is created or migrated."""
+    import fcntl
+
+    lock = database.with_name(database.name + ".init-lock")
+    # read-only is enough for flock, and lets a pipeline's unprivileged account take it
+    handle = os.open(lock, os.O_RDONLY | os.O_CREAT, 0o666)
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(handle)  # closing releases the lock
+
+
+def _open_stores(client: MlflowClient) -> None:
+    """Create MLflow's stores now, under the lock: that is when it runs its migrations."""
+    try:
+        _ = client._tracking_client.store
+        _ = client._get_registry_client().store
+    except AttributeError as exc:  # another MLflow layout: the first call opens them instead
+        logger.debug("stores open lazily: %s", exc)
 
 
 def redact_uri(uri: str) -> str:

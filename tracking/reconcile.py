@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 from mlpilot.tracking import mlflow_store as ms
 from mlpilot.tracking import vocab
 from mlpilot.tracking.metadata import ACTIVE_STATES, TERMINAL_STATES, MetadataStore, utcnow
+from mlpilot.tracking.owner import owner_state
 from mlpilot.tracking.registry import load_json_artifact, model_uri_of_run
 
 logger = logging.getLogger(__name__)
@@ -318,6 +319,8 @@ class Reconciler:
             )
 
     def _stale(self, run: Any, doc: dict[str, Any]) -> bool:
+        if owner_state(doc.get("owner")) == "gone":
+            return True  # its mlpilot process has ended: nothing will finish it
         if self.stale_after_s is None:
             return False
         updated = doc.get("updated_at") or doc.get("created_at")
@@ -328,9 +331,12 @@ class Reconciler:
     def _abandon(self, run: Any, doc: dict[str, Any]) -> None:
         run_id = run.info.run_id
         idle_h = (utcnow() - (doc.get("updated_at") or utcnow())).total_seconds() / 3600
-        message = (
-            f"marked FAILED {REPAIR_NOTE}: no progress for {idle_h:.1f} h (its process is gone)"
-        )
+        owner = doc.get("owner") or {}
+        if owner_state(owner) == "gone":
+            why = f"its mlpilot process (pid {owner.get('pid')}) has ended"
+        else:
+            why = f"no progress for {idle_h:.1f} h (its process is gone)"
+        message = f"marked FAILED {REPAIR_NOTE}: {why}"
         self._change(run_id, "abandoned", f"{doc.get('status')} → FAILED in both stores")
         if self.dry_run:
             return

@@ -45,11 +45,13 @@ from mlpilot.platform.agent.services import (
 from mlpilot.platform.agent.sessions import Session, load_session, save_session
 from mlpilot.platform.agent.tracked_run import ERROR_TAG_CHARS, TrackedRun, end_unrecorded
 from mlpilot.platform.config import Settings, get_settings
+from mlpilot.platform.config.interrupts import shielded
 from mlpilot.platform.errors import MlpilotError
 from mlpilot.platform.ml.protocol import SCRIPT_FILE
 from mlpilot.platform.plan import Plan
 from mlpilot.tracking import vocab
 from mlpilot.tracking.metadata import new_event, utcnow
+from mlpilot.tracking.owner import current_owner
 from mlpilot.tracking.vocab import RunState
 
 if TYPE_CHECKING:
@@ -115,24 +117,27 @@ class Orchestrator:
         )
         events = [new_event(RunState.RECEIVED.value, "request received")]
         self.progress.state(RunState.RECEIVED.value)
-        registry = default_registry(request.plugins)
         events.append(new_event(RunState.PLANNING.value, "profiling the data and planning"))
         self.progress.state(RunState.PLANNING.value)
         try:
-            result, profile = plan_request(
-                self.settings,
-                request.prompt,
-                data_path=request.data_path,
-                target=request.target,
-                template=request.template,
-                template_params=request.template_params,
-                context=session.context,
-                registry=registry,
-                experiment=experiment,
-                plan_file=request.plan_file,
-            )
+            with shielded():  # planning imports pandas and may call an LLM: let it finish
+                registry = default_registry(request.plugins)
+                result, profile = plan_request(
+                    self.settings,
+                    request.prompt,
+                    data_path=request.data_path,
+                    target=request.target,
+                    template=request.template,
+                    template_params=request.template_params,
+                    context=session.context,
+                    registry=registry,
+                    experiment=experiment,
+                    plan_file=request.plan_file,
+                )
         except MlpilotError as exc:
-            return self._fail_without_plan(session, request, experiment, events, exc)
+            return self._end_without_plan(session, request, experiment, events, exc)
+        except KeyboardInterrupt as exc:  # cancelled while planning: recorded all the same
+            return self._end_without_plan(session, request, experiment, events, exc)
         plan = result.plan
         if len(plan.steps) == 1 and registry.get(plan.steps[0].tool).kind == "query":
             return self._answer(session, plan, registry, profile, experiment, result.planner)
@@ -154,6 +159,8 @@ class Orchestrator:
         """RECORDING: the pipeline's result into both stores; a failed pipeline fails the run."""
         run.transition(RunState.RECORDING, "recording results")
         record_result(leg, run.tracker, self.store, run.outcome, run.run_id)
+        if leg.child.cancelled:  # a signal, `mlpilot runs cancel` or the dashboard stopped it
+            raise KeyboardInterrupt
         if not leg.ok:
             raise RunFailed(leg.failure())
 
@@ -161,12 +168,19 @@ class Orchestrator:
     def _execute(
         self, planned: Planned, session: Session, events: list[dict[str, Any]]
     ) -> RunOutcome:
-        prepared = self.prepare(planned)
-        for state in prepared.reached:
-            events.append(new_event(state.value, _MESSAGES[state]))
-            self.progress.state(state.value, _MESSAGES[state])
-        early = self._launch_early(prepared, events)
-        run = self._open_run(prepared, session, events, early)
+        early: Leg | None = None
+        try:
+            prepared = self.prepare(planned)
+            for state in prepared.reached:
+                events.append(new_event(state.value, _MESSAGES[state]))
+                self.progress.state(state.value, _MESSAGES[state])
+            early = self._launch_early(prepared, events)
+            run = self._open_run(prepared, session, events, early)
+        except KeyboardInterrupt as exc:  # before the run existed: record it cancelled
+            if early is not None:
+                early.abandon()
+            request = planned.request
+            return self._end_without_plan(session, request, planned.experiment, events, exc)
         outcome = run.outcome
         try:
             self.record(run, self._run_pipeline(run, prepared, early))
@@ -177,8 +191,9 @@ class Orchestrator:
             if not isinstance(exc, MlpilotError):
                 logger.warning("internal error in run %s", run.run_id, exc_info=True)
             outcome.error, final = failure_of(exc, run.state), RunState.FAILED
-        run.finish(final)
-        remember_outcome(session, outcome, prepared.profile, prepared.plan, self.store)
+        with shielded(deliver=False):  # the final record is written whole
+            run.finish(final)
+            remember_outcome(session, outcome, prepared.profile, prepared.plan, self.store)
         self.store.flush()
         return outcome
 
@@ -267,6 +282,7 @@ class Orchestrator:
             "dataset": _dataset(prepared.profile),
             "run_dir": str(run_dir),
             "created_at": events[0]["at"],
+            "owner": current_owner(),  # who may be asked to cancel it, or found gone
         }
         if early is not None and prepared.engine is not None:
             document["engine"] = prepared.engine.to_dict()
@@ -342,16 +358,19 @@ class Orchestrator:
             run.tracker.set_tags(engine_tags(choice.requested, choice.used, choice.reason))
 
     # -- requests that run no pipeline ---------------------------------------------------------
-    def _fail_without_plan(
+    def _end_without_plan(
         self,
         session: Session,
         request: RunRequest,
         experiment: str,
         events: list[dict[str, Any]],
-        exc: MlpilotError,
+        exc: BaseException,
     ) -> RunOutcome:
-        """Bad input found while planning: record a FAILED run with the reason, then report it."""
-        error = exc.to_dict(stage=RunState.PLANNING.value)
+        """Bad input, or a cancel, before a run with a plan existed: record a FAILED (or
+        CANCELLED) run with the reason, then report it."""
+        final = RunState.CANCELLED if isinstance(exc, KeyboardInterrupt) else RunState.FAILED
+        stage = RunState(events[-1]["state"]) if events else RunState.PLANNING
+        error = failure_of(exc, stage)
         # an LLM planner that gave up leaves its conversation on the error: keep it, it
         # is what explains the failure
         transcript = getattr(exc, "transcript", None)
@@ -361,36 +380,37 @@ class Orchestrator:
             tracker = self.tracking.create_run(experiment, f"failed-{session.id[:6]}", tags)
         except MlpilotError as down:
             logger.debug("tracking is unavailable too (%s): reporting the planning error", down)
-            raise exc from None  # the input error is the one to report
+            raise exc from None  # the input error (or the cancel) is the one to report
         tracker.log_text(request.prompt, "prompt.txt")
         if transcript:
             tracker.log_dict(transcript, "llm/transcript.json")
         tracker.set_tags(
             {
-                vocab.TAG_STATE: RunState.FAILED.value,
+                vocab.TAG_STATE: final.value,
                 vocab.TAG_ERROR: error["message"][:ERROR_TAG_CHARS],
+                vocab.TAG_ERROR_STAGE: error["stage"],
             }
         )
-        tracker.end(RunState.FAILED.mlflow_status)
-        events.append(new_event(RunState.FAILED.value, error["message"]))
+        tracker.end(final.mlflow_status)
+        events.append(new_event(final.value, error["message"]))
         document = {
             "session_id": session.id,
             "experiment": experiment,
             "prompt": request.prompt,
             "planner": None if planner == "none" else planner,
             "plan": None,
-            "status": RunState.FAILED.value,
+            "status": final.value,
             "error": error,
             "dataset": {"path": request.data_path},
             "created_at": utcnow(),
         }
         self.store.create_run(tracker.run_id, document, events)
-        session.add("assistant", f"failed: {error['message']}", tracker.run_id)
+        session.add("assistant", f"{final.value.lower()}: {error['message']}", tracker.run_id)
         save_session(self.store, session)
         self.store.flush()
-        self.progress.state(RunState.FAILED.value, error["message"])
+        self.progress.state(final.value, error["message"])
         return RunOutcome(
-            status=RunState.FAILED.value,
+            status=final.value,
             session_id=session.id,
             run_id=tracker.run_id,
             experiment=experiment,

@@ -189,9 +189,11 @@ app.add_typer(datasets.app, name="datasets")
 
 
 def main() -> None:
+    from mlpilot.platform.config import interrupts
     from mlpilot.platform.config.logs import configure_logging
 
     configure_logging()
+    interrupts.install()  # SIGINT, SIGTERM, SIGHUP: the run ends CANCELLED in both stores
     if sys.argv[1:2] != ["run"]:
         app()
         return

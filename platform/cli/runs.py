@@ -9,6 +9,7 @@ import typer
 
 from mlpilot.platform.cli._output import console, handle_errors, print_json
 from mlpilot.platform.errors import describe_error
+from mlpilot.tracking import vocab
 from mlpilot.tracking.vocab import RunState
 
 app = typer.Typer(help="List, show and compare runs.", no_args_is_help=True)
@@ -250,3 +251,21 @@ def compare(
     for param in result["differing_params"]:
         row(f"param {param}", [str(c["params"].get(param, "")) for c in columns], "dim")
     console().print(table)
+
+
+@app.command("cancel")
+@handle_errors
+def cancel(
+    run_id: Annotated[str, typer.Argument(help="Run id (a unique prefix is enough).")],
+    wait: Annotated[
+        float, typer.Option("--wait", help="Seconds to wait for the run to stop.")
+    ] = 30.0,
+) -> None:
+    """Stop a run started elsewhere: CANCELLED in MongoDB, KILLED in MLflow."""
+    from mlpilot.platform.agent.cancelling import cancel_run
+    from mlpilot.platform.config import get_settings
+
+    report = cancel_run(get_settings(), run_id, wait_s=wait)
+    console().print(report.message, markup=False)
+    if report.status not in vocab.TERMINAL_STATES:
+        raise typer.Exit(2)

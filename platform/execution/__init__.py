@@ -27,6 +27,7 @@ from mlpilot.platform.execution.engines import (
     resolve_engine,
 )
 from mlpilot.platform.execution.sandbox import (
+    Cancel,
     ChildResult,
     ContainedChild,
     Limits,
@@ -182,7 +183,7 @@ class Executor:
         data_path: str | None,
         mlflow_run_id: str | None,
         on_event: EventHandler | None = None,
-        cancel: threading.Event | None = None,
+        cancel: Cancel | None = None,
     ) -> LegResult:
         leg = self.start_leg(
             script=script,
@@ -256,6 +257,17 @@ class Executor:
         )
 
 
+class CancelFile:
+    """A cancel signal that is a file in the run folder: any process may write it (another
+    terminal, the dashboard); the wait loop looks for it between its other checks."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self.path = run_dir / protocol.CANCEL_FILE
+
+    def is_set(self) -> bool:
+        return self.path.exists()
+
+
 class StartedLeg:
     """A leg whose child process runs: hand it its MLflow run, then wait for its result."""
 
@@ -289,10 +301,10 @@ class StartedLeg:
         shutil.rmtree(self.run_dir, ignore_errors=True)
 
     def finish(
-        self, *, on_event: EventHandler | None = None, cancel: threading.Event | None = None
+        self, *, on_event: EventHandler | None = None, cancel: Cancel | None = None
     ) -> LegResult:
         tail = EventTail(self.run_dir / protocol.EVENTS_FILE, on_event)
-        child = self.child.wait(poll=tail, cancel=cancel)
+        child = self.child.wait(poll=tail, cancel=cancel or CancelFile(self.run_dir))
         try:
             result = PipelineResult.read(self.run_dir)
             return LegResult(self.engine, child, result, self.run_dir, None, self.containment)

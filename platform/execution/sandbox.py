@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 #: variables passed through from the parent environment when set
 ENV_ALLOW = frozenset(
@@ -67,6 +68,12 @@ ENV_DENY = frozenset(
         "MLPILOT_DASH_USER",
     }
 )
+
+
+class Cancel(Protocol):
+    """Anything that says when to stop: a ``threading.Event``, a cancel file."""
+
+    def is_set(self) -> bool: ...
 
 
 @dataclass(frozen=True)
@@ -168,7 +175,7 @@ def run_child(
     env: Mapping[str, str],
     limits: Limits,
     poll: Callable[[], None] | None = None,
-    cancel: threading.Event | None = None,
+    cancel: Cancel | None = None,
     log_prefix: str = "",
     contain: dict[str, object] | None = None,
 ) -> ChildResult:
@@ -255,7 +262,7 @@ class ContainedChild:
         self,
         *,
         poll: Callable[[], None] | None = None,
-        cancel: threading.Event | None = None,
+        cancel: Cancel | None = None,
     ) -> ChildResult:
         """Wait for the child; call ``poll`` about every 0.2 s while it runs."""
         proc, result = self.proc, self._result

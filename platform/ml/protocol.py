@@ -40,6 +40,8 @@ RUN_ID_FILE = "mlflow_run_id"  # written by the parent once the MLflow run exist
 STDOUT_FILE = "stdout.txt"
 STDERR_FILE = "stderr.txt"
 SCRIPT_FILE = "pipeline.py"
+#: written (by ``mlpilot runs cancel`` or the dashboard) to ask the run's owner to stop it
+CANCEL_FILE = "cancel-requested"
 
 # -- event types --------------------------------------------------------------------------------
 EVENT_TYPES = (
