@@ -259,6 +259,7 @@ def _merge(
         "error": doc.get("error")
         or ({"message": tags[vocab.TAG_ERROR]} if vocab.TAG_ERROR in tags else None),
         "notes": doc.get("notes") or [],
+        "containment": doc.get("containment"),
         "sources": [
             s for s, present in (("mongodb", bool(doc)), ("mlflow", run is not None)) if present
         ],

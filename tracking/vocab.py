@@ -90,6 +90,9 @@ TAG_ERROR_STAGE = "mlpilot.error.stage"
 #: the positive class of a binary task (the rule: ``metrics.positive_label``)
 TAG_POSITIVE_CLASS = "mlpilot.positive_class"
 TAG_COMPARE_GPU = "mlpilot.compare.gpu"
+# what the pipeline process ran under (DESIGN §8)
+TAG_CONTAINMENT_USER = "mlpilot.containment.user"
+TAG_CONTAINMENT_NETWORK = "mlpilot.containment.network"
 # registry lineage on model versions
 TAG_SOURCE_RUN = "mlpilot.source_run"
 TAG_METRIC_VALUE = "mlpilot.metric_value"

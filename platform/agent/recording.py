@@ -36,7 +36,18 @@ def record_result(leg: Any, logger: Any, store: Any, outcome: RunOutcome, run_id
         "engine": outcome.engine,
     }
     logger.log_dict(timings, "timings.json")
-    store.update_run(run_id, _run_fields(result, outcome))
+    fields = _run_fields(result, outcome)
+    if getattr(leg, "containment", None) is not None:  # what the child ran under
+        contained = leg.containment.to_dict()
+        fields["containment"] = contained
+        logger.log_dict(contained, "containment.json")
+        logger.set_tags(
+            {
+                vocab.TAG_CONTAINMENT_USER: contained["user"],
+                vocab.TAG_CONTAINMENT_NETWORK: contained["network"],
+            }
+        )
+    store.update_run(run_id, fields)
     if result.target:
         logger.set_tags(
             {

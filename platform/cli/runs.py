@@ -174,6 +174,9 @@ def _print_run(info: dict[str, Any]) -> None:
         )
     if info.get("error"):
         fields.append(("error", describe_error(info["error"])))
+    contained = info.get("containment")
+    if contained:
+        fields.append(("contained", f"user {contained['user']}; network {contained['network']}"))
     table = Table(show_header=False, box=None)
     for key, value in fields:
         if value not in (None, ""):

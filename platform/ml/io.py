@@ -58,7 +58,7 @@ def detect_format(path: Path) -> str:
         return "parquet"
     if head.startswith(b"PK\x03\x04"):  # a zip: Excel's .xlsx (a descriptor has no suffix)
         return "excel"
-    if head.lstrip().startswith(b"{"):
+    if head.lstrip().startswith((b"{", b"[")):  # JSON lines, or a JSON array of records
         return "jsonl"
     return "csv"
 
@@ -83,7 +83,7 @@ def check_readable(path: str | Path) -> Path:
     fmt = detect_format(path)
     if fmt in ("csv", "tsv", "jsonl"):
         head = _head(path)
-        if b"\x00" in head:
+        if b"\x00" in head and not head.startswith(_WIDE_BOMS):  # UTF-16 text has NULs
             raise DataError(
                 f"{path} is not a tabular text file (it contains binary data)",
                 hint="mlpilot reads CSV, TSV, Parquet, JSON lines and Excel files",
@@ -125,7 +125,7 @@ def read_table(
             if nrows is not None:
                 frame = frame.head(nrows)
         elif fmt == "jsonl":
-            frame = pd.read_json(path, lines=True, nrows=nrows, dtype=False)
+            frame = _read_json(path, nrows)
         else:
             try:
                 frame = pd.read_excel(path, nrows=nrows)
@@ -136,7 +136,7 @@ def read_table(
                 ) from None
     except DataError:
         raise
-    except (ValueError, OSError, UnicodeError, pd.errors.ParserError) as exc:
+    except (ValueError, TypeError, OSError, UnicodeError, pd.errors.ParserError) as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise DataError(
             f"{path.name} could not be read as {fmt.upper()}: {first[:200]}",
@@ -199,29 +199,38 @@ def _read_chunked(path: Path, fmt: str, budget: int) -> pd.DataFrame:
 
 
 def _read_delimited(path: Path, fmt: str, nrows: int | None, chunksize: int | None = None) -> Any:
+    import warnings
+
     import pandas as pd
 
     if nrows is None and chunksize is None and path.stat().st_size >= ARROW_MIN_BYTES:
         frame = read_with_arrow(path, fmt)
         if frame is not None:
             return frame
-    sep = "\t" if fmt == "tsv" else None
+    encodings, sep = sniff_delimited(path, fmt)
     last_error: Exception | None = None
-    for encoding in _ENCODINGS:
+    for encoding in encodings:
         try:
-            reader = pd.read_csv(
-                path,
-                sep=sep if sep else ",",
-                nrows=nrows,
-                encoding=encoding,
-                skipinitialspace=True,
-                low_memory=False,
-                chunksize=chunksize,
-            )
-            if chunksize is not None:
-                first = next(reader, None)  # decode errors surface on the first chunk
-                return _chain(first, reader)
-            return reader
+            with warnings.catch_warnings():
+                # a row with more fields than the header: pandas would drop the extra
+                # fields (index_col=False) or turn the first ones into an index
+                warnings.simplefilter("error", pd.errors.ParserWarning)
+                reader = pd.read_csv(
+                    path,
+                    sep=sep,
+                    nrows=nrows,
+                    encoding=encoding,
+                    skipinitialspace=True,
+                    low_memory=False,
+                    chunksize=chunksize,
+                    index_col=False,
+                )
+                if chunksize is not None:
+                    first = next(reader, None)  # decode errors surface on the first chunk
+                    return _chain(first, reader)
+                return reader
+        except (pd.errors.ParserWarning, pd.errors.ParserError) as exc:
+            raise _ragged(path, sep, exc) from None
         except UnicodeDecodeError as exc:
             last_error = exc
             continue
@@ -231,6 +240,57 @@ def _read_delimited(path: Path, fmt: str, nrows: int | None, chunksize: int | No
                 hint="the first line must name the columns",
             ) from None
     raise DataError(f"{path.name} is not text in any encoding mlpilot knows: {last_error}")
+
+
+#: byte-order marks of text that is not a byte per character (NULs are not binary there)
+_WIDE_BOMS = (b"\xff\xfe", b"\xfe\xff")
+_DELIMITERS = (",", ";", "\t", "|")
+
+
+def sniff_delimited(path: Path, fmt: str) -> tuple[tuple[str, ...], str]:
+    """The encodings to try and the delimiter of a delimited file.
+
+    UTF-16 is told by its byte-order mark; the delimiter is the one of ``, ; TAB |`` that
+    the header line holds most (a comma unless another one is there and commas are not).
+    """
+    head = _head(path, 65536)
+    encodings = ("utf-16",) if head.startswith(_WIDE_BOMS) else _ENCODINGS
+    if fmt == "tsv":
+        return encodings, "\t"
+    for encoding in encodings:
+        try:
+            first = head.decode(encoding, errors="strict").splitlines()[0] if head else ""
+            break
+        except (UnicodeDecodeError, IndexError):
+            first = ""
+    counts = {d: first.count(d) for d in _DELIMITERS}
+    best = max(counts, key=lambda d: counts[d])
+    return encodings, best if counts[best] and not counts[","] else ","
+
+
+def _ragged(path: Path, sep: str, exc: Exception) -> DataError:
+    """A file whose rows do not match its header, in one line (pandas says it two ways)."""
+    import re
+
+    found = re.search(r"Expected (\d+) fields in line (\d+), saw (\d+)", str(exc))
+    where = f" (line {found[2]} has {found[3]} for {found[1]} columns)" if found else ""
+    if not found and not isinstance(exc, Warning) and "tokenizing" not in str(exc):
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        return DataError(f"{path.name} could not be read as a table: {first[:200]}")
+    return DataError(
+        f"{path.name} has rows with more fields than its header names{where}",
+        hint=f"fix those rows, or quote fields that contain the delimiter {sep!r}",
+    )
+
+
+def _read_json(path: Path, nrows: int | None) -> Any:
+    """JSON lines, or one JSON array of records (``[{"a": 1}, …]``)."""
+    import pandas as pd
+
+    if _head(path, 4096).lstrip().startswith(b"["):
+        frame = pd.read_json(path, orient="records", dtype=False)
+        return frame.head(nrows) if nrows is not None else frame
+    return pd.read_json(path, lines=True, nrows=nrows, dtype=False)
 
 
 def release_memory() -> None:
@@ -271,8 +331,11 @@ def read_with_arrow(path: Path, fmt: str) -> pd.DataFrame | None:
 
     if duplicate_header_names(path):
         return None
+    encodings, sep = sniff_delimited(path, fmt)
+    if encodings[0] != "utf-8":  # UTF-16: pandas' parser knows it, pyarrow's does not
+        return None
     try:
-        frame = pd.read_csv(path, sep="\t" if fmt == "tsv" else ",", engine="pyarrow")
+        frame = pd.read_csv(path, sep=sep, engine="pyarrow")
     except Exception as exc:  # no pyarrow, or a file it parses differently: pandas decides
         logger.debug("no pyarrow, or a file it parses differently: pandas decides: %s", exc)
         return None
@@ -348,10 +411,11 @@ def duplicate_header_names(path: Path) -> list[str]:
 
     if detect_format(path) not in ("csv", "tsv"):
         return []
-    for encoding in _ENCODINGS:
+    encodings, sep = sniff_delimited(path, detect_format(path))
+    for encoding in encodings:
         try:
             with path.open(encoding=encoding, newline="") as fh:
-                header = next(csv.reader(fh, delimiter="\t" if path.suffix == ".tsv" else ","), [])
+                header = next(csv.reader(fh, delimiter=sep), [])
             break
         except (UnicodeDecodeError, StopIteration):
             header = []
