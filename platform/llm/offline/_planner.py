@@ -303,12 +303,14 @@ class Parsed:
         if request.target is not None:
             return request.target
         found = resolve_target(self.text, profile)
-        if found is not None:
-            return found
+        if found.column is not None:
+            return found.column
         remembered = request.context.get("target")
-        if remembered and profile.column(remembered) is not None:
+        if remembered and profile.column(remembered) is not None and not found.cued:
             self.notes.append(f"target {remembered!r} carried over from the session")
             return remembered
+        if found.problem:
+            raise found.error()
         raise PlanError(
             "the request does not say which column to predict",
             hint=f"name it in the prompt or pass --target COL; candidates: {describe_candidates(profile)}",
