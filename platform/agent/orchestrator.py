@@ -153,7 +153,11 @@ class Orchestrator:
 
         step = plan.steps[0]
         context = QueryContext(
-            settings=self.settings, store=store, profile=profile, experiment=experiment
+            settings=self.settings,
+            store=store,
+            profile=profile,
+            experiment=experiment,
+            session_runs=session.context.get("runs"),  # "best", "last": this session's runs
         )
         answer = registry.get(step.tool)(context, **step.args)
         session.add(

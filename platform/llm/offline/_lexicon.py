@@ -223,7 +223,7 @@ INTENTS: dict[str, re.Pattern[str]] = {
     "tune": _re(
         rf"{_W}(tun(e|es|ed|ing)|optimiz(e|es|ed|ing|ation)|hyper[ -]?param\w*|hpo|sweep|auto ?ml|grid[ -]search|random search|bayesian|search(ing)? (for |over )?(the )?(best )?(hyper|param|config|setting|model)"
         rf"|(chosen|picked|selected|found|set) (by|via|with|through) (a )?search|(by|via) (a )?search{_E})"
-        r"|调参|调优|优化|超参|参数搜索|搜索参数|自动机器学习|寻优|通过搜索|搜索确定|搜索来"
+        r"|调参|调优|优化|超参|参数搜索|搜索参数|自动机器学习|寻优|通过搜索|搜索确定|搜索来|调.{0,3}参数|调一下"
     ),
     "train": _re(
         rf"{_W}(train\w*|fit(ting|s)?{_E}|build\w*|predict\w*|forecast\w*|modell?ing|classif\w*|regress\w*|learn\w*|baseline|estimat\w*)"
@@ -275,7 +275,8 @@ INTENTS: dict[str, re.Pattern[str]] = {
         rf"|{_W}(last|latest|previous|most recent) (run|experiment)s?{_E}|{_W}how did (my|the|our) (\w+ )?(run|experiment)s? (go|do)"
         rf"|{_W}leaderboard|{_W}(status|state) of (my|the|our|all) (\w+ )?runs|{_W}my runs{_E}|{_W}anything (trained|run|tried) (yet|so far)"
         rf"|{_W}(have|did) (i|we) (train|run|tri)\w* anything"
-        r"|(上次|上一次|最近一次|最后一次).{0,6}(运行|结果|实验|跑)"
+        rf"|{_W}how (did|was|were|is|are) (my|the|our|that) (\w+ )?(run|experiment|one|model)s?{_E}"
+        r"|(上\s*1?\s*次|(最近|最后)\s*1\s*次).{0,6}(运行|结果|实验|跑)"
     ),
     "best_model": _re(
         rf"{_W}(best|top|winning|strongest) (model|run)s?{_E}|{_W}(which|what) (model|run)s?\b.*\b(best|highest|lowest|top|max\w*|min\w*|smallest|largest)"
@@ -319,7 +320,12 @@ CLEAN_ACTION = re.compile(
 )
 #: one run, the latest ("how did my last run go?")
 ONE_RUN = re.compile(
-    rf"{_W}(last|latest|previous|most recent) (run|experiment|one){_E}|上次|上一次|最近一次|最后一次"
+    rf"{_W}(last|latest|previous|most recent) (run|experiment|one){_E}|上\s*1?\s*次|(最近|最后)\s*1\s*次"
+)
+#: words that point back at the session's model ("tune it", "try that again with 100 trials")
+BACK_REFERENCE = re.compile(
+    rf"{_W}(it|that|this|them|same|again|(the|that|this|my|our) (model|one)|(some )?more|further|again){_E}"
+    r"|它|这个|那个|刚才|同样|同一个|再"
 )
 #: words that compare two things, for runs named only by their ids ("3fa9c2 vs 7b01de")
 COMPARING = re.compile(

@@ -190,8 +190,17 @@ class Parsed:
         tail = self._tail_steps()
         if not wants_data_work or (self.request.profile is None and not self._session_data()):
             if tail:
+                template = self._tail_template(tail)
+                if template in self.request.templates:
+                    # the template's defaults for what the prompt leaves out ("register the
+                    # best one" gets the alias register-best gives)
+                    defaults = self.request.templates.get(template).params
+                    for step in tail:
+                        for key, value in step.args.items():
+                            if value is None and defaults.get(key) is not None:
+                                step.args[key] = defaults[key]
                 return Plan(
-                    steps=tail, template=self._tail_template(tail), rationale=self._rationale(tail)
+                    steps=tail, template=template, rationale=self._rationale(tail, template)
                 )
             if self.request.profile is None and wants_data_work:
                 raise PlanError("this request needs a data file", hint="pass it with --data FILE")
@@ -227,6 +236,14 @@ class Parsed:
                 (plan.rationale or "").rstrip() + " Could not read: " + ", ".join(found) + "."
             )
 
+    def _session_model(self) -> str | None:
+        """ "tune it", "try it with 100 trials": the model family the session last trained."""
+        family = self.request.context.get("model")
+        if family and lex.BACK_REFERENCE.search(self.text):
+            self.notes.append(f"model {family!r} carried over from the session")
+            return str(family)
+        return None
+
     def _session_data(self) -> str | None:
         return self.request.context.get("data_path")
 
@@ -239,7 +256,7 @@ class Parsed:
             return _single("compare_runs", {"run_ids": compared})
         if self.has("show_study") and (self.has("show") or not pipeline_words):
             return _single("show_study", {"name": self._original_case(self._study_name())})
-        if self.has("show_runs") and not self.has("register"):
+        if self.has("show_runs") and not (self.has("register") or self.has("tune")):
             return _single("show_runs", {"limit": self._run_limit()})
         if (
             self.has("best_model")
@@ -285,7 +302,9 @@ class Parsed:
 
     def _last_runs(self) -> list[str]:
         """ "compare the last two" in a session: its most recent runs, oldest first."""
-        runs = [r["run_id"] for r in self.request.context.get("runs") or [] if r.get("run_id")]
+        runs = [  # runs that trained something: a registration has nothing to compare
+            r["run_id"] for r in self.request.context.get("runs") or [] if r.get("metrics")
+        ]
         wanted = num.first_int(num.RUN_LIMIT, self.text, 2, 50) or 2
         return runs[-wanted:] if len(runs) >= 2 else []
 
@@ -404,7 +423,7 @@ class Parsed:
         target = self._target()
         task = self._task()
         tune = self.has("tune") and "tune" not in self.negated
-        model = self.model
+        model = self.model or self._session_model()
         last = self.request.context.get("last_plan") or {}
         last_tune = next(
             (s for s in last.get("steps", []) if s.get("tool") == "optimize_model"), None
