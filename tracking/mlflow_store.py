@@ -36,6 +36,9 @@ TAG_ERROR = "mlpilot.error"
 TAG_ERROR_STAGE = "mlpilot.error.stage"
 #: the positive class of a binary task (the rule: metrics.positive_label)
 TAG_POSITIVE_CLASS = "mlpilot.positive_class"
+#: a run started from a saved plan (``mlpilot run --plan FILE``): the file and its digest
+TAG_PLAN_FILE = "mlpilot.plan.file"
+TAG_PLAN_SHA256 = "mlpilot.plan.sha256"
 KIND_AGENT_RUN = "agent_run"
 AGENT_RUNS_FILTER = "tags.`mlpilot.kind` = 'agent_run'"
 #: MLflow's terminal run statuses and the mlpilot states they end as (DESIGN §2)

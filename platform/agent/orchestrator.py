@@ -51,6 +51,8 @@ class RunRequest:
     plugins: tuple[str, ...] = ()
     session_id: str | None = None
     plan_file: str | None = None
+    adapter: str | None = None  # --adapter NAME or "none"
+    tags: dict[str, str] = field(default_factory=dict)  # extra parent-run tags
 
 
 @dataclass
@@ -130,9 +132,15 @@ class Orchestrator:
                 registry=registry,
                 experiment=experiment,
                 plan_file=request.plan_file,
+                adapter=request.adapter,
             )
         except MlpilotError as exc:
             return self._fail_without_plan(store, session, request, experiment, events, exc)
+        if result.source:  # a --plan file: the prompt it carries, its path and digest
+            from mlpilot.platform.agent.planning import provenance_tags
+
+            request.prompt = request.prompt or result.source.get("prompt", "")
+            request.tags.update(provenance_tags(result.source))
         plan = result.plan
         if len(plan.steps) == 1 and registry.get(plan.steps[0].tool).kind == "query":
             return self._answer(store, session, plan, registry, profile, experiment, result.planner)
@@ -208,6 +216,7 @@ class Orchestrator:
         }
         if fingerprint:
             tags[ms.TAG_FINGERPRINT] = fingerprint
+        tags.update(request.tags)
         name = (plan.template if plan else "failed") + "-" + session.id[:6]
         run = client.create_run(experiment_id, run_name=name, tags=tags)
         return MlflowRunLogger(client, run.info.run_id, experiment_id)

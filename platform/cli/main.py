@@ -37,6 +37,13 @@ PluginsOpt = Annotated[
     typer.Option("--plugins", help="Module with extra @tool definitions (repeatable)."),
 ]
 SessionOpt = Annotated[str | None, typer.Option("--session", help="Continue this session.")]
+AdapterOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--adapter",
+        help="Domain adapter to use (finance, medical, retail, a plugin's), or 'none' for none.",
+    ),
+]
 
 
 @app.command()
@@ -50,6 +57,7 @@ def plan(
     param: ParamOpt = None,
     plugins: PluginsOpt = None,
     session: SessionOpt = None,
+    adapter: AdapterOpt = None,
 ) -> None:
     """Plan a request and print the plan; nothing runs and no run is created."""
     from mlpilot.platform.agent.planning import plan_request
@@ -72,13 +80,14 @@ def plan(
         template_params=parse_params(param),
         registry=default_registry(plugins or ()),
         context=context,
+        adapter=adapter,
     )
     if json_out:
         print_json(result.plan.to_dict())
         return
     out = console()
     out.print(
-        f"[bold]Plan[/bold] (planner: {result.planner}, template: {result.plan.template}, engine: {result.plan.engine})"
+        f"[bold]Plan[/bold] (planner: {result.planner}, template: {result.plan.template}, engine: {result.plan.engine}, adapter: {result.plan.adapter or 'none'})"
     )
     for i, step in enumerate(result.plan.steps, 1):
         args = ", ".join(f"{k}={v!r}" for k, v in step.args.items())
@@ -111,6 +120,7 @@ def run(
         typer.Option("--plan", help="Run this plan (JSON, as printed by mlpilot plan --json)."),
     ] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print the outcome as JSON.")] = False,
+    adapter: AdapterOpt = None,
 ) -> None:
     """Plan, generate and run a tracked experiment."""
     from mlpilot.platform.agent.orchestrator import RunRequest, run_request
@@ -127,6 +137,7 @@ def run(
         plugins=tuple(plugins or ()),
         session_id=session,
         plan_file=plan_file,
+        adapter=adapter,
     )
     progress = ConsoleProgress(quiet=json_out)
     outcome = run_request(request, progress=progress)

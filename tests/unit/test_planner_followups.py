@@ -137,3 +137,20 @@ def test_last_is_one_run(session: tuple, prompt: str) -> None:
     settings, context = session
     assert _steps(settings, prompt, context) == {"show_runs": {"limit": 1}}
 
+
+def test_adapter_option_wins_over_detection(tmp_path: Path) -> None:
+    loans = {
+        "loan_id": "id",
+        "income": "num",
+        "loan_amount": "num",
+        "grade": "cat",
+        "default": "bin",
+    }
+    data = str(write_csv(tmp_path / "loans.csv", loans))
+    settings = Settings.from_env({"MLPILOT_HOME": str(tmp_path / "home"), "MLPILOT_LLM": "offline"})
+    detected, _ = plan_request(settings, "predict default", data_path=data)
+    assert detected.plan.adapter == "finance"
+    forced, _ = plan_request(settings, "predict default", data_path=data, adapter="medical")
+    assert forced.plan.adapter == "medical" and any("--adapter" in n for n in forced.notes)
+    none, _ = plan_request(settings, "predict default", data_path=data, adapter="none")
+    assert none.plan.adapter is None
