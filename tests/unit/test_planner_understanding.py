@@ -40,3 +40,10 @@ def test_case(case: dict, tmp_path: Path) -> None:
         assert error_problems(case, tmp_path) == []
     else:
         assert problems(plan_case(case, tmp_path), case["expect"]) == []
+
+
+@pytest.mark.parametrize("case", load_cases("prompts_dev.jsonl"), ids=lambda c: c["id"])
+def test_values_it_reads_are_not_reported_as_unread(case: dict, tmp_path: Path) -> None:
+    """ "Could not read" is for what the planner really could not use ("一个模型" is not a
+    number the user gave)."""
+    assert "Could not read" not in plan_case(case, tmp_path)["rationale"]

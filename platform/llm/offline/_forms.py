@@ -64,7 +64,7 @@ def stem(word: str) -> str:
     """A key shared by the forms of one English word (not a linguistic root)."""
     w = word.lower()
     if w in IRREGULAR:
-        return IRREGULAR[w]
+        return stem(IRREGULAR[w])  # the regular form's key: "left" and "leave" meet
     if len(w) <= 3 or not w.isalpha():
         return w
     if w.endswith("ies") and len(w) > 4:
@@ -176,6 +176,12 @@ FLAG_WORDS = frozenset(
     {"is", "has", "have", "was", "were", "did", "does", "will", "had", "flag", "flg", "ind"}
     | {"indicator", "yn", "bool", "binary", "bin", "label", "target", "y"}
 )
+#: units at the end of a name: load_mw is the load, price_usd the price
+UNIT_SUFFIXES = frozenset(
+    {"mw", "kw", "kwh", "wh", "usd", "eur", "gbp", "cny", "rmb", "km", "kg", "lb", "lbs", "mph"}
+    | {"kmh", "cm", "mm", "ft", "sqft", "pct", "c", "f", "sec", "secs", "ms", "min", "mins"}
+    | {"hr", "hrs", "yr", "yrs", "days", "usd", "dollars", "euros"}
+)
 #: words that join the others in a name and carry no meaning of their own
 JOINERS = frozenset({"of", "the", "a", "an", "per", "on", "in", "to", "and", "by", "for", "at"})
 #: words nearly every prompt uses: they never name a column by themselves
@@ -192,7 +198,7 @@ GENERIC_HEADS = frozenset(
 
 #: English words that name the same outcome ("turnover" for an Attrition column)
 SYNONYM_GROUPS: tuple[tuple[str, ...], ...] = (
-    ("churn", "attrition", "exited", "exit", "leave", "quit", "turnover", "cancel", "retention"),
+    ("churn", "attrition", "exited", "exit", "leave", "quit", "turnover", "cancel", "resign"),
     ("default", "delinquent", "delinquency", "nonpayment", "bad_loan", "charged_off"),
     ("fraud", "scam"),
     ("survived", "alive", "survival"),
@@ -200,7 +206,8 @@ SYNONYM_GROUPS: tuple[tuple[str, ...], ...] = (
     ("purchased", "purchase", "buy", "bought"),
     ("clicked", "click"),
     ("sales", "revenue"),
-    ("price", "cost"),
+    ("price", "cost", "charges", "fee", "fare", "expense", "expenses", "premium"),
+    ("count", "number", "quantity", "units", "volume"),
     ("salary", "wage", "wages", "earnings", "compensation", "pay"),
     ("demand", "load", "consumption", "usage"),
     ("spam", "junk"),
@@ -253,6 +260,9 @@ CONCEPTS: dict[str, tuple[str, ...]] = {
     "用电量": ("consumption", "load", "demand", "usage", "kwh"),
     "能耗": ("consumption", "energy", "load", "kwh"),
     "需求": ("demand",),
+    "客流量": ("customers", "visitors", "footfall", "traffic"),
+    "客流": ("customers", "visitors", "footfall", "traffic"),
+    "访客": ("visitors",),
     "数量": ("count", "quantity", "cnt", "number"),
     "租借": ("rentals", "rented", "count"),
     "评分": ("rating", "score"),
@@ -323,11 +333,12 @@ def abbreviate(words: list[str]) -> list[str]:
 
 
 def core(words: list[str]) -> list[str]:
-    """The words naming a column's subject: flag words at either end dropped."""
+    """The words naming a column's subject: flag words at either end, units at the end,
+    dropped."""
     start, end = 0, len(words)
     while start < end - 1 and words[start] in FLAG_WORDS:
         start += 1
-    while end - 1 > start and words[end - 1] in FLAG_WORDS:
+    while end - 1 > start and (words[end - 1] in FLAG_WORDS or words[end - 1] in UNIT_SUFFIXES):
         end -= 1
     return words[start:end]
 

@@ -265,7 +265,10 @@ INTENTS: dict[str, re.Pattern[str]] = {
         rf"|{_W}what (kind|sort|type)s? of (data|columns|fields|features|variables)|{_W}(first|top) (few |\d+ )?rows|{_W}head of (the )?(data|file|table)"
         rf"|{_W}(are there|is there|any|how many|how much|check (for|if)|count)( any)? (missing|null|nan|empty)( values| data| cells| entries)?"
         r"|描述数据|数据概况|数据概览|描述一下|探索数据|数据描述|看看数据|查看数据|数据摘要|有哪些列|哪些字段|数据.{0,4}(概况|概览|摘要)"
+        rf"|{_W}(is|are) (this|the|my) (data|dataset|file|table|csv|classes|labels?|target)( set)? (balanced|imbalanced|skewed|clean)"
+        rf"|{_W}how (big|large|many rows) is (this|the|my) (data|dataset|file|table|csv)|{_W}distribution of|{_W}class (balance|imbalance|distribution)"
         r"|长什么样|什么样子|多少行|多少列|基本情况|基本信息|有没有缺失|缺失.{0,3}(多少|情况|吗)|数据类型|字段类型|列的类型|看一下.{0,4}数据|介绍一下.{0,6}数据|统计信息"
+        r"|看看.{0,4}数据|数据探索|探索性(数据)?分析|分布(情况)?|是否平衡|均衡吗|平衡吗"
     ),
     "show_runs": _re(
         rf"{_W}((show|list|display|see|view|print|get)( me)?( the| my| all| recent| latest| last)*( \d+)?( most)?( recent| latest| last)? (runs|experiments)"
@@ -279,7 +282,7 @@ INTENTS: dict[str, re.Pattern[str]] = {
         r"|(上\s*1?\s*次|(最近|最后)\s*1\s*次).{0,6}(运行|结果|实验|跑)"
     ),
     "best_model": _re(
-        rf"{_W}(best|top|winning|strongest) (model|run)s?{_E}|{_W}(which|what) (model|run)s?\b.*\b(best|highest|lowest|top|max\w*|min\w*|smallest|largest)"
+        rf"{_W}(best|top|winning|strongest) (model|run)s?{_E}|{_W}(which|what) (of (my|the|our|these) )?(model|run)s?\b.*\b(best|highest|lowest|top|max\w*|min\w*|smallest|largest)"
         rf"|{_W}(best|highest|lowest|top|smallest|largest|strongest)\b[\w\s'-]{{0,40}}\b(model|run){_E}"
         r"|最好的模型|最佳模型|最优模型|最好的运行|哪个(模型|运行|实验).*(最高|最低|最好|最佳|最优|最大|最小)|最(高|低|好|佳|优)的(模型|运行)"
         r"|(最高|最低|最好|最佳|最优|最大|最小).{0,6}(哪个|模型|运行)"
@@ -327,6 +330,8 @@ BACK_REFERENCE = re.compile(
     rf"{_W}(it|that|this|them|same|again|(the|that|this|my|our) (model|one)|(some )?more|further|again){_E}"
     r"|它|这个|那个|刚才|同样|同一个|再"
 )
+#: "which of my runs had the best f1": a question about the best run, not a list of runs
+SUPERLATIVE = re.compile(rf"{_W}(best|highest|lowest|top|worst)\b|最好|最佳|最优|最高|最低")
 #: words that compare two things, for runs named only by their ids ("3fa9c2 vs 7b01de")
 COMPARING = re.compile(
     rf"{_W}(compar\w*|diff\w*|vs\.?|versus|against|stack (up|against)|side[ -]by[ -]side|next to|better|worse)"
@@ -338,7 +343,7 @@ RUN_ID_PREFIX = re.compile(
 )
 #: the best model within a time budget: the full AutoML search ("best model … in 10 minutes")
 BEST_MODEL = re.compile(
-    rf"{_W}(best|strongest|most accurate|optimal|top|highest[- ]scoring|as good( a model)? as)( possible| you can( find| get| build)?)? (possible )?(model|one|predictor|classifier|regressor|result)s?"
+    rf"{_W}(best|strongest|most accurate|optimal|top|highest[- ]scoring|as good( a model)? as)( possible| you can( find| get| build)?)? (possible )?([a-z]+ )?(model|one|predictor|classifier|regressor|result)s?"
     rf"|{_W}(best|strongest|most accurate) (you|we) can{_E}"
     r"|最好的模型|最佳模型|最优模型|最强的模型|最准的模型|最好的|最佳的|最优的"
 )

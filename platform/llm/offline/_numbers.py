@@ -155,7 +155,11 @@ VAGUE_COUNT = re.compile(
     r"\s+(?:more\s+)?(?:optuna |tuning |search |hpo )?"
     r"(trials?|iterations?|rounds|folds|tries|attempts|minutes|hours))(?![a-z])"
 )
-_ANY_NUMBER = re.compile(r"(?<![\w./:\-])(\d+(?:\.\d+)?)(?![\w/:]|-\d)(\s*[a-z\u4e00-\u9fff]+)?")
+_ANY_NUMBER = re.compile(
+    r"(?<![\w./:\-])(\d+(?:\.\d+)?)(?![\w/:]|-\d)(\s*(?:[a-z]+|[\u4e00-\u9fff]{1,2}))?"
+)
+#: Chinese counters after a number that count things, not a budget ("一个模型", "二手车")
+_COUNTERS = re.compile(r"\s*[个种手位下些项名款类只条]")
 
 
 def unread_numbers(text: str, read: list[re.Pattern[str]]) -> list[str]:
@@ -163,6 +167,8 @@ def unread_numbers(text: str, read: list[re.Pattern[str]]) -> list[str]:
     spans = [m.span() for pattern in read for m in pattern.finditer(text)]
     found = []
     for match in _ANY_NUMBER.finditer(text):
+        if _COUNTERS.match(text, match.end(1)):
+            continue
         if not any(s <= match.start(1) and match.end(1) <= e for s, e in spans):
             found.append(match.group(0).strip())
     return found

@@ -256,7 +256,11 @@ class Parsed:
             return _single("compare_runs", {"run_ids": compared})
         if self.has("show_study") and (self.has("show") or not pipeline_words):
             return _single("show_study", {"name": self._original_case(self._study_name())})
-        if self.has("show_runs") and not (self.has("register") or self.has("tune")):
+        if (
+            self.has("show_runs")
+            and not (self.has("register") or self.has("tune"))
+            and not (self.has("best_model") and lex.SUPERLATIVE.search(self.text))
+        ):
             return _single("show_runs", {"limit": self._run_limit()})
         if (
             self.has("best_model")

@@ -33,6 +33,11 @@ _FILLER = (
     r"(the |a |an |customer |customers' |will |would |客户|用户|是否|能否|会不会)*"
     r"([a-z]+ )?$"  # one modifier: "predict employee turnover", "model hospital readmissions"
 )
+#: a name followed by what is built for it: "attrition model", "price prediction"
+AFTER_CUE = re.compile(
+    r"\s*(model|classifier|regressor|prediction|predictor|forecast|forecasting|estimate)s?(?![a-z])"
+    r"|\s*(预测|模型)"
+)
 STRONG_CUE = re.compile(rf"(?<![a-z])({_STRONG}){_FILLER}")
 WEAK_CUE = re.compile(rf"(?<![a-z])({_WEAK}){_FILLER}")
 #: how a mention was found → its base score (a cue before it adds 2)
@@ -295,17 +300,18 @@ def _concept(name: str, text: str, words: list[Token]) -> list[Mention]:
 
 
 def _synonym(name: str, text: str, words: list[Token]) -> list[Mention]:
-    """Another English word for a one-word subject ("turnover" for Attrition)."""
+    """Another English word for the subject ("turnover" for Attrition, "leave" for
+    left_company): its only word, or the first or last of two."""
     subject = forms.content(forms.expand(_words(name)))
-    if len(subject) != 1 or _has_cjk(name):
+    if not 1 <= len(subject) <= 2 or _has_cjk(name):
         return []
-    group = forms.synonym_group(forms.stem(subject[0]))
-    if group is None:
-        return []
+    groups = {forms.synonym_group(forms.stem(w)) for w in subject} - {None}
     return [
         Mention(name, t.start, SCORES["synonym"], end=t.end, how="synonym")
         for t in words
-        if _usable_token(t) and forms.synonym_group(t.stem) == group
+        if _usable_token(t)
+        and t.stem not in {forms.stem(w) for w in subject}
+        and forms.synonym_group(t.stem) in groups
     ]
 
 
@@ -368,7 +374,9 @@ _NOT_TARGET_BEFORE = re.compile(
 def _score_cues(text: str, mentions: list[Mention]) -> None:
     for mention in mentions:
         before = text[max(0, mention.start - 60) : mention.start]
-        mention.cue = 2 if STRONG_CUE.search(before) else 1 if WEAK_CUE.search(before) else 0
+        after = text[mention.end : mention.end + 30]
+        strong = STRONG_CUE.search(before) or AFTER_CUE.match(after)
+        mention.cue = 2 if strong else 1 if WEAK_CUE.search(before) else 0
         if mention.cued:
             mention.score += 2.0
         # columns named as features to transform are not the target
