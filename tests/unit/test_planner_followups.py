@@ -154,3 +154,15 @@ def test_adapter_option_wins_over_detection(tmp_path: Path) -> None:
     assert forced.plan.adapter == "medical" and any("--adapter" in n for n in forced.notes)
     none, _ = plan_request(settings, "predict default", data_path=data, adapter="none")
     assert none.plan.adapter is None
+
+
+def test_compare_the_last_runs_without_a_session(tmp_path: Path) -> None:
+    from mlpilot.platform.errors import PlanError
+
+    settings = Settings.from_env({"MLPILOT_HOME": str(tmp_path), "MLPILOT_LLM": "offline"})
+    two, _ = plan_request(settings, "compare the last two runs")
+    assert [s.to_dict() for s in two.plan.steps] == [
+        {"tool": "compare_runs", "args": {"run_ids": []}}  # the experiment's last two
+    ]
+    with pytest.raises(PlanError, match="last 3 runs needs them named"):
+        plan_request(settings, "compare the last 3 runs")

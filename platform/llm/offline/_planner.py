@@ -293,7 +293,14 @@ class Parsed:
             if len(ids) >= 2:
                 return ids
             if not pipeline_words:
-                return self._last_runs() or ids
+                last = self._last_runs()
+                wanted = num.first_int(num.RUN_LIMIT, self.text, 3, 50)
+                if not last and wanted:  # no ids means "the last two" to compare_runs
+                    raise PlanError(
+                        f"comparing the last {wanted} runs needs them named outside a chat",
+                        hint="give their ids (mlpilot runs list shows them), or ask in mlpilot chat",
+                    )
+                return last or ids
             return None
         prefixes = list(dict.fromkeys(m.group(1) for m in lex.RUN_ID_PREFIX.finditer(self.text)))
         if (
