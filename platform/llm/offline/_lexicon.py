@@ -259,7 +259,7 @@ INTENTS: dict[str, re.Pattern[str]] = {
         rf"{_W}(describe|summariz\w*|summary|overview|profil(e|ing)|explore|eda|inspect|look at)\b.*\b(data|dataset|file|table|columns|csv)"
         rf"|{_W}(describe|summariz\w*|profile|explore) (it|this){_E}|what('s| is) in (the|this|my|here|it)( (data|file|dataset|csv|table))?|data (summary|overview|profile)"
         rf"|{_W}(overview|summary|profile|rundown) of (the |this |my )?(csv|file|table|data|dataset|columns)|{_W}what (columns|fields)\b|does (this|the) (file|data|dataset|csv|table) (have|contain)"
-        rf"|(data|dataset|file|csv|table|it)( set)? looks? like|{_W}how many (rows|columns|records|samples|observations|features|fields|entries|lines)"
+        rf"|(data|dataset|file|csv|table|it)( set)? looks? like|{_W}what (does|do) [\w\s']{{1,40}} look like|{_W}how many (rows|columns|records|samples|observations|features|fields|entries|lines)"
         rf"|{_W}(number|count) of (rows|columns|records|samples|observations)|{_W}(schema|dtypes?|data types|column types|column names){_E}"
         rf"|{_W}(tell me|talk me through|walk me through) (about )?(the |this |my )?(data|dataset|file|csv|table|columns)"
         rf"|{_W}what (kind|sort|type)s? of (data|columns|fields|features|variables)|{_W}(first|top) (few |\d+ )?rows|{_W}head of (the )?(data|file|table)"

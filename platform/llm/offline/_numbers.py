@@ -158,6 +158,7 @@ VAGUE_COUNT = re.compile(
 _ANY_NUMBER = re.compile(
     r"(?<![\w./:\-])(\d+(?:\.\d+)?)(?![\w/:]|-\d)(\s*(?:[a-z]+|[\u4e00-\u9fff]{1,2}))?"
 )
+_RATIO = re.compile(r"(?<![\w/:.])\d+\s*/\s*\d+(?![\w/])(\s*[a-z]+)?")
 #: Chinese counters after a number that count things, not a budget ("一个模型", "二手车")
 _COUNTERS = re.compile(r"\s*[个种手位下些项名款类只条]")
 
@@ -165,7 +166,11 @@ _COUNTERS = re.compile(r"\s*[个种手位下些项名款类只条]")
 def unread_numbers(text: str, read: list[re.Pattern[str]]) -> list[str]:
     """Numbers (with the word after them) that none of the ``read`` patterns took."""
     spans = [m.span() for pattern in read for m in pattern.finditer(text)]
-    found = []
+    found = [  # "an 80/20 split": the plan has no split to set
+        m.group(0).strip()
+        for m in _RATIO.finditer(text)
+        if not any(s <= m.start() < e for s, e in spans)
+    ]
     for match in _ANY_NUMBER.finditer(text):
         if _COUNTERS.match(text, match.end(1)):
             continue

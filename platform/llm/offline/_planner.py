@@ -107,7 +107,6 @@ _READ_NUMBERS = [
     _AT_MOST,
     lex.FILE_RE,
     lex.MODEL_URI,
-    re.compile(r"(?:seed|random[ _]state)\s*(?:=|:|of)?\s*\d+"),
 ]
 
 
