@@ -30,7 +30,10 @@ __all__ = [
 ]
 
 ENTRY_POINT_GROUP = "mlpilot.adapters"
-DETECT_THRESHOLD = 2.0
+#: columns with domain names needed before a domain is suggested (one is chance)
+MIN_EVIDENCE = 2
+#: how far the best domain must lead the next one
+MARGIN = 0.5
 
 
 def _all() -> dict[str, type[BaseAdapter]]:
@@ -58,13 +61,21 @@ def get_adapter(name: str) -> BaseAdapter:
 
 
 def detect_adapter(prompt: str, columns: Iterable[str]) -> str | None:
-    """The best-fitting adapter's name, or None when no domain stands out."""
+    """The best-fitting adapter's name, or None when the columns show no clear domain.
+
+    A domain needs columns that look like it (at least two, or a third of a small
+    table); words in the prompt only break ties between domains the columns show.
+    """
     columns = list(columns)
-    scored = sorted(
-        ((cls().score(prompt, columns), name) for name, cls in _all().items()), reverse=True
-    )
-    if not scored or scored[0][0] < DETECT_THRESHOLD:
+    scored = []
+    for name, cls in _all().items():
+        adapter = cls()
+        evidence = adapter.column_evidence(columns)
+        if evidence >= MIN_EVIDENCE or (evidence and evidence * 3 >= len(columns)):
+            scored.append((adapter.score(prompt, columns), name))
+    scored.sort(reverse=True)
+    if not scored:
         return None
-    if len(scored) > 1 and scored[0][0] - scored[1][0] < 0.5:
+    if len(scored) > 1 and scored[0][0] - scored[1][0] < MARGIN:
         return None  # two domains fit equally: do not guess
     return scored[0][1]

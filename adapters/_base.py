@@ -43,13 +43,24 @@ class BaseAdapter(abc.ABC):
     classification_metric: str | None = None
     regression_metric: str | None = None
 
+    def column_evidence(self, columns: Iterable[str]) -> int:
+        """How many columns have a name typical of the domain."""
+        words = set(self.column_words)
+        return sum(1 for column in columns if _tokens(column) & words)
+
     def score(self, prompt: str, columns: Iterable[str]) -> float:
-        """How strongly the request and the columns suggest this domain (0 = not at all)."""
+        """How strongly the columns, then the request, suggest this domain (0 = not at all).
+
+        The data decides: prompt words only add to a domain the columns already show, so
+        "predict default" on churn data is not finance.
+        """
+        columns = list(columns)
+        evidence = self.column_evidence(columns)
+        if evidence == 0:
+            return 0.0
         text = prompt.lower()
         hits = sum(1 for word in self.keywords if word in text)
-        names = [_tokens(c) for c in columns]
-        column_hits = sum(1 for tokens in names if tokens & set(self.column_words))
-        return 2.0 * hits + column_hits / max(len(names), 1) * 4.0
+        return evidence + 0.5 * min(hits, 2) + evidence / max(len(columns), 1)
 
     def leaking_columns(self, columns: Iterable[str], target: str) -> dict[str, str]:
         leaks = {}

@@ -34,6 +34,17 @@ class FinanceAdapter(BaseAdapter):
         "term",
         "emp",
         "annual",
+        "transaction",
+        "merchant",
+        "card",
+        "fraud",
+        "default",
+        "borrower",
+        "delinquent",
+        "account",
+        "mortgage",
+        "overdraft",
+        "bank",
     )
     leakage_words = (
         "recoveries",

@@ -90,6 +90,9 @@ TAG_ERROR_STAGE = "mlpilot.error.stage"
 #: the positive class of a binary task (the rule: ``metrics.positive_label``)
 TAG_POSITIVE_CLASS = "mlpilot.positive_class"
 TAG_COMPARE_GPU = "mlpilot.compare.gpu"
+#: a run started from a saved plan (``mlpilot run --plan FILE``): the file and its digest
+TAG_PLAN_FILE = "mlpilot.plan.file"
+TAG_PLAN_SHA256 = "mlpilot.plan.sha256"
 # what the pipeline process ran under (DESIGN §8)
 TAG_CONTAINMENT_USER = "mlpilot.containment.user"
 TAG_CONTAINMENT_NETWORK = "mlpilot.containment.network"

@@ -133,11 +133,17 @@ class Orchestrator:
                     registry=registry,
                     experiment=experiment,
                     plan_file=request.plan_file,
+                    adapter=request.adapter,
                 )
         except MlpilotError as exc:
             return self._end_without_plan(session, request, experiment, events, exc)
         except KeyboardInterrupt as exc:  # cancelled while planning: recorded all the same
             return self._end_without_plan(session, request, experiment, events, exc)
+        if result.source:  # a --plan file: the prompt it carries, its path and digest
+            from mlpilot.platform.agent.planning import provenance_tags
+
+            request.prompt = request.prompt or result.source.get("prompt", "")
+            request.tags.update(provenance_tags(result.source))
         plan = result.plan
         if len(plan.steps) == 1 and registry.get(plan.steps[0].tool).kind == "query":
             return self._answer(session, plan, registry, profile, experiment, result.planner)
@@ -339,6 +345,7 @@ class Orchestrator:
             vocab.TAG_TEMPLATE: plan.template if plan else "none",
             vocab.TAG_VERSION: mlpilot_version(),
             vocab.TAG_STATE: state.value,
+            **request.tags,  # e.g. a saved plan's file and digest
         }
 
     def _log_request(self, tracker: RunLogger, prepared: PreparedRun) -> None:
@@ -432,7 +439,11 @@ class Orchestrator:
 
         step = plan.steps[0]
         context = QueryContext(
-            settings=self.settings, store=self.store, profile=profile, experiment=experiment
+            settings=self.settings,
+            store=self.store,
+            profile=profile,
+            experiment=experiment,
+            session_runs=session.context.get("runs"),  # "best", "last": this session's runs
         )
         answer = registry.get(step.tool)(context, **step.args)
         reply = json.dumps({"tool": step.tool, "answer": answer}, default=str, ensure_ascii=False)

@@ -96,25 +96,7 @@ def remember_outcome(
         experiment=outcome.experiment,
         metric=outcome.main_metric,
     )
-    metric = outcome.main_metric
-    if (
-        outcome.status == vocab.RunState.SUCCEEDED
-        and metric
-        and f"test_{metric}" in outcome.metrics
-    ):
-        value = outcome.metrics[f"test_{metric}"]
-        best = session.context.get("best_run")
-        if (
-            not best
-            or best.get("metric") != metric
-            or vocab.is_better(metric, value, best["value"])
-        ):
-            session.context["best_run"] = {
-                "run_id": outcome.run_id,
-                "metric": metric,
-                "value": value,
-                "model_uri": outcome.model_uri,
-            }
+    session.record_run(outcome, plan)  # the session's runs, model family and best run
     parts = [f"{k}={v:.4g}" for k, v in outcome.metrics.items() if k.startswith("test_")]
     if outcome.registered:
         parts.append(f"registered {outcome.registered['name']} v{outcome.registered['version']}")

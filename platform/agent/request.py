@@ -26,6 +26,8 @@ class RunRequest:
     plan_file: str | None = None
     #: folders the plan may read from besides the data file (``--allow-read DIR``)
     allow_read: tuple[str, ...] = ()
+    adapter: str | None = None  # --adapter NAME or "none"
+    tags: dict[str, str] = field(default_factory=dict)  # extra parent-run tags
 
 
 @dataclass

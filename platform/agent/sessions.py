@@ -1,10 +1,14 @@
-"""Sessions: a conversation's messages and context (data file, target, last run, best run)."""
+"""Sessions: a conversation's messages and context (data file, target, model family, its
+runs, last run, best run)."""
 
 from __future__ import annotations
 
+import logging
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
+
+log = logging.getLogger(__name__)
 
 CONTEXT_KEYS = (
     "data_path",
@@ -15,7 +19,11 @@ CONTEXT_KEYS = (
     "last_plan",
     "experiment",
     "metric",
+    "model",
+    "runs",
 )
+#: runs a session remembers (oldest dropped first)
+MAX_RUNS = 50
 
 
 @dataclass
@@ -43,6 +51,47 @@ class Session:
         self.context.update(
             {k: v for k, v in values.items() if k in CONTEXT_KEYS and v is not None}
         )
+
+    def record_run(self, outcome: Any, plan: Any) -> None:
+        """Add a finished run to the session's runs; update its model family and best run.
+
+        "Which run was best?" and "register the best one" both answer from these runs, so
+        they agree; the best is ranked like ``show_best_model`` ranks (see ``best_entry``).
+        """
+        from mlpilot.platform.tools.queries import best_entry
+
+        family = _model_family(plan)
+        entry = {
+            "run_id": outcome.run_id,
+            "status": outcome.status,
+            "metric": outcome.main_metric,
+            "metrics": {k: v for k, v in outcome.metrics.items() if k.startswith("test_")},
+            "model_uri": outcome.model_uri,
+            "model": family,
+            "template": getattr(plan, "template", None),
+        }
+        runs = [r for r in self.context.get("runs") or [] if r.get("run_id") != outcome.run_id]
+        self.context["runs"] = [*runs, entry][-MAX_RUNS:]
+        if family and outcome.status == "SUCCEEDED":
+            self.context["model"] = family
+        best = best_entry(self.context["runs"])
+        if best is not None:
+            self.context["best_run"] = {
+                "run_id": best["run_id"],
+                "metric": best["metric"],
+                "value": best["metrics"][f"test_{best['metric']}"],
+                "model_uri": best["model_uri"],
+            }
+        log.debug("session %s: %d runs, best %s", self.id, len(runs) + 1, best)
+
+
+def _model_family(plan: Any) -> str | None:
+    """The model family a plan trains or tunes ("knn"), or None when it trains none."""
+    for tool in ("optimize_model", "train_model"):
+        step = plan.step(tool) if plan is not None else None
+        if step is not None and step.args.get("model"):
+            return str(step.args["model"])
+    return None
 
 
 def load_session(store: Any, session_id: str | None) -> Session:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Annotated
 
 import typer
@@ -9,12 +10,25 @@ import typer
 from mlpilot.platform.cli._output import console, handle_errors
 
 HELP = """Type a request ("train a random forest to predict sales", "now try xgboost",
-"register the best one", "用xgboost再试一次"). Commands:
+"tune it with 50 trials", "which run was best?", "compare the last two",
+"register the best one", "用xgboost再试一次"). Questions about runs answer from this
+session's runs. Commands:
   /data FILE     use this data file from now on
   /target COL    predict this column from now on
   /context       show what the session remembers
   /history       show the conversation so far
-  /quit          leave (the session stays stored; resume with --session ID)"""
+  /quit          leave (also quit, exit, bye, 退出 or Ctrl-D; the session stays stored,
+                 resume it with --session ID)"""
+#: a line that is only one of these ends the chat: it is never planned as a request
+EXIT_WORDS = frozenset(
+    {"quit", "exit", "bye", "goodbye", "q", ":q", "/quit", "/exit", "/q", "quit()", "exit()"}
+    | {"退出", "再见", "拜拜", "结束"}
+)
+
+
+def is_exit(line: str) -> bool:
+    """Whether ``line`` asks to leave ("quit", "Bye!", "退出。")."""
+    return re.sub(r"[\s.!。！~]+$", "", line.strip().lower()) in EXIT_WORDS
 
 
 @handle_errors
@@ -64,10 +78,10 @@ def chat(
             break
         if not line:
             continue
+        if is_exit(line):
+            break
         if line.startswith("/"):
             command, _, rest = line.partition(" ")
-            if command in ("/quit", "/exit", "/q"):
-                break
             if command == "/help":
                 out.print(HELP, markup=False)
             elif command == "/data" and rest:

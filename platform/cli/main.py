@@ -44,6 +44,13 @@ AllowReadOpt = Annotated[
         help="A folder the plan may read files from, besides --data (repeatable).",
     ),
 ]
+AdapterOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--adapter",
+        help="Domain adapter to use (finance, medical, retail, a plugin's), or 'none' for none.",
+    ),
+]
 
 
 @app.command()
@@ -57,6 +64,7 @@ def plan(
     param: ParamOpt = None,
     plugins: PluginsOpt = None,
     session: SessionOpt = None,
+    adapter: AdapterOpt = None,
 ) -> None:
     """Plan a request and print the plan; nothing runs and no run is created."""
     from mlpilot.platform.agent.planning import plan_request
@@ -79,13 +87,14 @@ def plan(
         template_params=parse_params(param),
         registry=default_registry(plugins or ()),
         context=context,
+        adapter=adapter,
     )
     if json_out:
         print_json(result.plan.to_dict())
         return
     out = console()
     out.print(
-        f"[bold]Plan[/bold] (planner: {result.planner}, template: {result.plan.template}, engine: {result.plan.engine})"
+        f"[bold]Plan[/bold] (planner: {result.planner}, template: {result.plan.template}, engine: {result.plan.engine}, adapter: {result.plan.adapter or 'none'})"
     )
     for i, step in enumerate(result.plan.steps, 1):
         args = ", ".join(f"{k}={v!r}" for k, v in step.args.items())
@@ -119,6 +128,7 @@ def run(
     ] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print the outcome as JSON.")] = False,
     allow_read: AllowReadOpt = None,
+    adapter: AdapterOpt = None,
 ) -> None:
     """Plan, generate and run a tracked experiment."""
     from mlpilot.platform.agent.orchestrator import run_request
@@ -137,6 +147,7 @@ def run(
         session_id=session,
         plan_file=plan_file,
         allow_read=tuple(allow_read or ()),
+        adapter=adapter,
     )
     progress = ConsoleProgress(quiet=json_out)
     outcome = run_request(request, progress=progress)

@@ -36,6 +36,7 @@ class PlanResult:
     task: str | None = None
     notes: list[str] = field(default_factory=list)
     transcript: dict[str, Any] | None = None
+    source: dict[str, Any] | None = None  # a plan file: path, sha256, the prompt it carries
 
 
 class Planner(abc.ABC):

@@ -65,6 +65,9 @@ def _same(got: Any, want: Any) -> bool:
 
 
 def problems(plan: dict[str, Any], expect: dict[str, Any]) -> list[str]:
+    """What ``plan`` gets wrong against ``expect`` (the shared eval's format, plus
+    ``plan``: top-level keys such as template or adapter, and ``rationale``: phrases the
+    rationale must contain)."""
     steps = plan["steps"]
     tools = [s["tool"] for s in steps]
     found, pos = [], 0
@@ -83,7 +86,27 @@ def problems(plan: dict[str, Any], expect: dict[str, Any]) -> list[str]:
         options = want["any_of"] if isinstance(want, dict) and "any_of" in want else [want]
         if not any(_same(step["args"].get(arg), o) for o in options):
             found.append(f"{key} = {step['args'].get(arg)!r}, expected {want!r}")
+    for key, want in expect.get("plan", {}).items():
+        if plan.get(key) != want:
+            found.append(f"plan {key} = {plan.get(key)!r}, expected {want!r}")
+    found += [
+        f"rationale lacks {phrase!r}: {plan.get('rationale')!r}"
+        for phrase in expect.get("rationale", [])
+        if phrase not in (plan.get("rationale") or "")
+    ]
     return found
+
+
+def error_problems(case: dict[str, Any], workdir: Path) -> list[str]:
+    """For a case expecting ``error`` (phrases): planning must fail, naming each of them."""
+    from mlpilot.platform.errors import MlpilotError
+
+    try:
+        plan = plan_case(case, workdir)
+    except MlpilotError as exc:
+        text = exc.one_line()
+        return [f"error lacks {p!r}: {text}" for p in case["expect"]["error"] if p not in text]
+    return [f"planned instead of failing: {plan['template']} {plan['steps']}"]
 
 
 def plan_case(case: dict[str, Any], workdir: Path) -> dict[str, Any]:

@@ -183,6 +183,7 @@ def succeeded(leg: FakeLeg, on_event: Any) -> LegResult:
         task="regression",
         target="sales",
         main_metric="rmse",
+        model_uri="models:/m-0123456789abcdef",  # a session's best run is one with a model
         metrics={"test_rmse": 1.5, "cv_rmse": 1.7},
         timings={"train": 0.5, "total": 1.0},
     )

@@ -223,7 +223,7 @@ INTENTS: dict[str, re.Pattern[str]] = {
     "tune": _re(
         rf"{_W}(tun(e|es|ed|ing)|optimiz(e|es|ed|ing|ation)|hyper[ -]?param\w*|hpo|sweep|auto ?ml|grid[ -]search|random search|bayesian|search(ing)? (for |over )?(the )?(best )?(hyper|param|config|setting|model)"
         rf"|(chosen|picked|selected|found|set) (by|via|with|through) (a )?search|(by|via) (a )?search{_E})"
-        r"|调参|调优|优化|超参|参数搜索|搜索参数|自动机器学习|寻优|通过搜索|搜索确定|搜索来"
+        r"|调参|调优|优化|超参|参数搜索|搜索参数|自动机器学习|寻优|通过搜索|搜索确定|搜索来|调.{0,3}参数|调一下"
     ),
     "train": _re(
         rf"{_W}(train\w*|fit(ting|s)?{_E}|build\w*|predict\w*|forecast\w*|modell?ing|classif\w*|regress\w*|learn\w*|baseline|estimat\w*)"
@@ -256,26 +256,42 @@ INTENTS: dict[str, re.Pattern[str]] = {
     ),
     "register": _re(rf"{_W}(register\w*|registry|promot\w*|publish)" r"|注册|登记|发布"),
     "describe": _re(
-        rf"{_W}(describe|summariz\w*|summary|overview|profil(e|ing)|explore|eda|inspect|look at)\b.*\b(data|dataset|file|table|columns)"
-        rf"|{_W}(describe|summariz\w*|profile|explore) (it|this){_E}|what('s| is) in (the|this|my) (data|file|dataset|csv)|data (summary|overview|profile)"
-        rf"|{_W}(overview|summary|profile) of (the |this |my )?(csv|file|table|data)|{_W}what (columns|fields)\b|does (this|the) (file|data|dataset|csv|table) (have|contain)"
+        rf"{_W}(describe|summariz\w*|summary|overview|profil(e|ing)|explore|eda|inspect|look at)\b.*\b(data|dataset|file|table|columns|csv)"
+        rf"|{_W}(describe|summariz\w*|profile|explore) (it|this){_E}|what('s| is) in (the|this|my|here|it)( (data|file|dataset|csv|table))?|data (summary|overview|profile)"
+        rf"|{_W}(overview|summary|profile|rundown) of (the |this |my )?(csv|file|table|data|dataset|columns)|{_W}what (columns|fields)\b|does (this|the) (file|data|dataset|csv|table) (have|contain)"
+        rf"|(data|dataset|file|csv|table|it)( set)? looks? like|{_W}what (does|do) [\w\s']{{1,40}} look like|{_W}how many (rows|columns|records|samples|observations|features|fields|entries|lines)"
+        rf"|{_W}(number|count) of (rows|columns|records|samples|observations)|{_W}(schema|dtypes?|data types|column types|column names){_E}"
+        rf"|{_W}(tell me|talk me through|walk me through) (about )?(the |this |my )?(data|dataset|file|csv|table|columns)"
+        rf"|{_W}what (kind|sort|type)s? of (data|columns|fields|features|variables)|{_W}(first|top) (few |\d+ )?rows|{_W}head of (the )?(data|file|table)"
+        rf"|{_W}(are there|is there|any|how many|how much|check (for|if)|count)( any)? (missing|null|nan|empty)( values| data| cells| entries)?"
         r"|描述数据|数据概况|数据概览|描述一下|探索数据|数据描述|看看数据|查看数据|数据摘要|有哪些列|哪些字段|数据.{0,4}(概况|概览|摘要)"
+        rf"|{_W}(is|are) (this|the|my) (data|dataset|file|table|csv|classes|labels?|target)( set)? (balanced|imbalanced|skewed|clean)"
+        rf"|{_W}how (big|large|many rows) is (this|the|my) (data|dataset|file|table|csv)|{_W}distribution of|{_W}class (balance|imbalance|distribution)"
+        r"|长什么样|什么样子|多少行|多少列|基本情况|基本信息|有没有缺失|缺失.{0,3}(多少|情况|吗)|数据类型|字段类型|列的类型|看一下.{0,4}数据|介绍一下.{0,6}数据|统计信息"
+        r"|看看.{0,4}数据|数据探索|探索性(数据)?分析|分布(情况)?|是否平衡|均衡吗|平衡吗"
     ),
     "show_runs": _re(
         rf"{_W}((show|list|display|see|view|print|get)( me)?( the| my| all| recent| latest| last)*( \d+)?( most)?( recent| latest| last)? (runs|experiments)"
         rf"|(last|latest|recent|previous|past) \d* ?runs|run history|runs? so far|what (did|have) (i|we) (run|tried)|runs? recently|recent(ly)? (runs|experiments))"
         r"|运行记录|实验记录|最近的运行|历史运行|最近的?\s*\d*\s*(个|次|条)?\s*(runs?|运行|实验)|列出.*运行|(show|list|列出|显示)\s*\d*\s*(个|次|条)?\s*(runs?|运行|实验)"
         r"|最近.{0,8}(runs?|运行|跑)|(跑过|运行过)的"
+        rf"|{_W}(last|latest|previous|most recent) (run|experiment)s?{_E}|{_W}how did (my|the|our) (\w+ )?(run|experiment)s? (go|do)"
+        rf"|{_W}leaderboard|{_W}(status|state) of (my|the|our|all) (\w+ )?runs|{_W}my runs{_E}|{_W}anything (trained|run|tried) (yet|so far)"
+        rf"|{_W}(have|did) (i|we) (train|run|tri)\w* anything"
+        rf"|{_W}how (did|was|were|is|are) (my|the|our|that) (\w+ )?(run|experiment|one|model)s?{_E}"
+        r"|(上\s*1?\s*次|(最近|最后)\s*1\s*次).{0,6}(运行|结果|实验|跑)"
     ),
     "best_model": _re(
-        rf"{_W}(best|top|winning|strongest) (model|run)s?{_E}|{_W}(which|what) (model|run)s?\b.*\b(best|highest|lowest|top|max\w*|min\w*|smallest|largest)"
+        rf"{_W}(best|top|winning|strongest) (model|run)s?{_E}|{_W}(which|what) (of (my|the|our|these) )?(model|run)s?\b.*\b(best|highest|lowest|top|max\w*|min\w*|smallest|largest)"
         rf"|{_W}(best|highest|lowest|top|smallest|largest|strongest)\b[\w\s'-]{{0,40}}\b(model|run){_E}"
         r"|最好的模型|最佳模型|最优模型|最好的运行|哪个(模型|运行|实验).*(最高|最低|最好|最佳|最优|最大|最小)|最(高|低|好|佳|优)的(模型|运行)"
         r"|(最高|最低|最好|最佳|最优|最大|最小).{0,6}(哪个|模型|运行)"
+        rf"|{_W}(best|highest|lowest|top)\b.{{0,30}}\b(so far|yet|to date|ever){_E}|{_W}(the )?best (one|result|score)s?{_E}"
     ),
     "compare_runs": _re(
         rf"{_W}compare\b.*\bruns?{_E}|{_W}runs?\b.*\b(side by side|compare|comparison|diff|vs\.?|versus)|{_W}diff\b.*\bruns?{_E}"
-        r"|比较.*运行|对比.*运行|(对比|比较|diff).{0,6}runs?"
+        rf"|{_W}compare (the )?(last|latest|previous|recent) (\d+|both|ones?|runs?|models?){_E}|{_W}compare (them|both|these|those)( runs| models)?{_E}"
+        r"|比较.*运行|对比.*运行|(对比|比较|diff).{0,6}runs?|(对比|比较)(一下)?(最近|最后|上)"
     ),
     "show_study": _re(rf"{_W}(optuna )?stud(y|ies){_E}" r"|研究|调参记录|study"),
     "follow_up": _re(
@@ -299,6 +315,38 @@ INTENTS: dict[str, re.Pattern[str]] = {
         r"|显示|列出|查看|展示|哪个|哪一个|看看|是什么|给我"
     ),
 }
+
+#: what a request to clean data says it should do (a question about missing values is not one)
+CLEAN_ACTION = re.compile(
+    rf"{_W}(fill\w*|imput\w*|drop\w*|remov\w*|handl\w*|replac\w*|clean\w*|dedup\w*|fix\w*)"
+    r"|填充|填补|删除|处理|清洗|清理|去重|补全"
+)
+#: one run, the latest ("how did my last run go?")
+ONE_RUN = re.compile(
+    rf"{_W}(last|latest|previous|most recent) (run|experiment|one){_E}|上\s*1?\s*次|(最近|最后)\s*1\s*次"
+)
+#: words that point back at the session's model ("tune it", "try that again with 100 trials")
+BACK_REFERENCE = re.compile(
+    rf"{_W}(it|that|this|them|same|again|(the|that|this|my|our) (model|one)|(some )?more|further|again){_E}"
+    r"|它|这个|那个|刚才|同样|同一个|再"
+)
+#: "which of my runs had the best f1": a question about the best run, not a list of runs
+SUPERLATIVE = re.compile(rf"{_W}(best|highest|lowest|top|worst)\b|最好|最佳|最优|最高|最低")
+#: words that compare two things, for runs named only by their ids ("3fa9c2 vs 7b01de")
+COMPARING = re.compile(
+    rf"{_W}(compar\w*|diff\w*|vs\.?|versus|against|stack (up|against)|side[ -]by[ -]side|next to|better|worse)"
+    r"|对比|比较|区别|差异|不同|哪个好|哪个更好"
+)
+#: a run id or a prefix of one: hexadecimal, at least four characters, with a digit
+RUN_ID_PREFIX = re.compile(
+    r"(?<![\w./:-])([0-9a-f]{32}|(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{4,31})(?![\w/:-])"
+)
+#: the best model within a time budget: the full AutoML search ("best model … in 10 minutes")
+BEST_MODEL = re.compile(
+    rf"{_W}(best|strongest|most accurate|optimal|top|highest[- ]scoring|as good( a model)? as)( possible| you can( find| get| build)?)? (possible )?([a-z]+ )?(model|one|predictor|classifier|regressor|result)s?"
+    rf"|{_W}(best|strongest|most accurate) (you|we) can{_E}"
+    r"|最好的模型|最佳模型|最优模型|最强的模型|最准的模型|最好的|最佳的|最优的"
+)
 
 # "logistic regression" names a model, not a regression task.
 LOGISTIC = re.compile(rf"{_W}logistic( regression)?{_E}|{_W}logit{_E}|逻辑回归|逻辑斯蒂")
@@ -393,6 +441,12 @@ STRATEGIES: list[tuple[str, re.Pattern[str]]] = [
     ),
 ]
 KEEP_DUPLICATES = re.compile(rf"{_W}(keep|retain|leave|preserve)( the| all)? duplicate|保留重复")
+#: a request to predict the rows of a named file ("use the best model on holdout.csv")
+PREDICT_FILE = re.compile(
+    r"predict|score|inference|apply|预测|推理|打分"
+    rf"|{_W}(use|run|try)\b.{{0,40}}\b(model|champion|challenger)\b.{{0,20}}\b(on|for|against|with){_E}"
+    rf"|{_W}(label|classify)\b"
+)
 MODEL_URI = re.compile(r"(?<![\w/])(models:/[^\s,;'\"]+|runs:/[^\s,;'\"]+)")
 FILE_RE = re.compile(
     r"(?<![\w./\\-])((?:[\w.\-]+[/\\])*[\w.\-]+\.(?:csv|tsv|parquet|pq|jsonl|ndjson|json|xlsx|xls))(?![\w])"

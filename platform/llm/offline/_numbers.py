@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import re
 
+from mlpilot.platform.llm.offline._text import damerau
+
 _W = r"(?<![a-z0-9_])"
 _N = r"(\d+(?:\.\d+)?)"
 
@@ -72,6 +74,50 @@ WORD_DURATIONS = [
 ]
 
 
+#: words that count something right after a number, as typed correctly
+UNIT_WORDS = (
+    "trials",
+    "trial",
+    "tries",
+    "iterations",
+    "iteration",
+    "evaluations",
+    "attempts",
+    "configurations",
+    "candidates",
+    "rounds",
+    "folds",
+    "fold",
+    "minutes",
+    "minute",
+    "hours",
+    "hour",
+    "seconds",
+    "second",
+    "runs",
+    "features",
+)
+#: real words one typo away from a unit ("500 trees" is not "500 tries")
+_NOT_UNITS = frozenset({"trees", "terms", "tiers", "teams", "times", "folks", "forms", "runes"})
+_AFTER_NUMBER = re.compile(r"(?<![a-z0-9_])(\d+(?:\.\d+)?\s*[- ]?)([a-z]{4,})(?![a-z])")
+
+
+def fix_units(text: str) -> str:
+    """A misspelt unit right after a number, spelt right: "15 trails" → "15 trials"."""
+
+    def fix(match: re.Match[str]) -> str:
+        word = match.group(2)
+        if word in UNIT_WORDS or word in _NOT_UNITS:
+            return match.group(0)
+        best = min(UNIT_WORDS, key=lambda unit: damerau(word, unit, 2))
+        allowed = 1 if len(word) <= 6 else 2
+        if best[0] == word[0] and damerau(word, best, 2) <= allowed:
+            return match.group(1) + best
+        return match.group(0)
+
+    return _AFTER_NUMBER.sub(fix, text)
+
+
 def _as_int(text: str) -> int | None:
     try:
         value = float(text)
@@ -89,6 +135,48 @@ def first_int(
             if value is not None and low <= value <= high:
                 return value
     return None
+
+
+def out_of_range(patterns: list[re.Pattern[str]], text: str, low: int, high: int) -> str | None:
+    """The phrase of a count outside ``low..high`` ("0 trials"), when none inside it is given."""
+    if first_int(patterns, text, low, high) is not None:
+        return None
+    for pattern in patterns:
+        for match in pattern.finditer(text):
+            value = _as_int(match.group(1))
+            if value is None or not low <= value <= high:
+                return match.group(0).strip()
+    return None
+
+
+#: counts given as words the planner cannot turn into a number ("a bunch of trials")
+VAGUE_COUNT = re.compile(
+    rf"{_W}((?:a (?:bunch|lot|few|couple|handful|number|ton) of|lots of|plenty of|tons of|some|several|many|a few|enough|more|fewer|loads of)"
+    r"\s+(?:more\s+)?(?:optuna |tuning |search |hpo )?"
+    r"(trials?|iterations?|rounds|folds|tries|attempts|minutes|hours))(?![a-z])"
+)
+_ANY_NUMBER = re.compile(
+    r"(?<![\w./:\-])(\d+(?:\.\d+)?)(?![\w/:]|-\d)(\s*(?:[a-z]+|[\u4e00-\u9fff]{1,2}))?"
+)
+_RATIO = re.compile(r"(?<![\w/:.])\d+\s*/\s*\d+(?![\w/])(\s*[a-z]+)?")
+#: Chinese counters after a number that count things, not a budget ("一个模型", "二手车")
+_COUNTERS = re.compile(r"\s*[个种手位下些项名款类只条]")
+
+
+def unread_numbers(text: str, read: list[re.Pattern[str]]) -> list[str]:
+    """Numbers (with the word after them) that none of the ``read`` patterns took."""
+    spans = [m.span() for pattern in read for m in pattern.finditer(text)]
+    found = [  # "an 80/20 split": the plan has no split to set
+        m.group(0).strip()
+        for m in _RATIO.finditer(text)
+        if not any(s <= m.start() < e for s, e in spans)
+    ]
+    for match in _ANY_NUMBER.finditer(text):
+        if _COUNTERS.match(text, match.end(1)):
+            continue
+        if not any(s <= match.start(1) and match.end(1) <= e for s, e in spans):
+            found.append(match.group(0).strip())
+    return found
 
 
 _AND_A_HALF = re.compile(

@@ -94,6 +94,22 @@ _STOP_NAMES = {
 }
 
 
+_AT_MOST = re.compile(
+    r"(?:at most|up to|max(?:imum)?(?: of)?|no more than|limit(?:ed)? to|最多|不超过)\s*(\d+)"
+)
+#: patterns whose numbers the planner reads; any other number is reported as not understood
+_READ_NUMBERS = [
+    *num.TRIALS,
+    *num.FOLDS,
+    *num.TOP_K,
+    *num.RUN_LIMIT,
+    num.DURATION,
+    _AT_MOST,
+    lex.FILE_RE,
+    lex.MODEL_URI,
+]
+
+
 class OfflinePlanner(Planner):
     """Rule-based planner used when no LLM key is set (and as the LLM planner's fallback)."""
 
@@ -102,6 +118,7 @@ class OfflinePlanner(Planner):
     def plan(self, request: PlanningRequest) -> PlanResult:
         parsed = Parsed(request)
         plan = parsed.build()
+        parsed.report_unread(plan)
         validated = validate_plan(plan, request.registry, request.profile, check_files=False)
         return PlanResult(
             plan=validated.plan,
@@ -122,7 +139,7 @@ class Parsed:
         if profile is not None:
             for column in profile.columns:
                 protected.update(re.split(r"[\s_\-]+", column.name.lower()))
-        self.text = correct_typos(normalize(request.prompt), protected)
+        self.text = num.fix_units(correct_typos(normalize(request.prompt), protected))
         self.intents = {name for name, pattern in lex.INTENTS.items() if pattern.search(self.text)}
         self.negated = {
             name for name, pattern in lex.NEGATIONS.items() if pattern.search(self.text)
@@ -131,6 +148,7 @@ class Parsed:
         self.metric = self._metric()
         budget_free = num.strip_durations(self.text)
         self.trials = num.first_int(num.TRIALS, budget_free, 1, 10000)
+        self.bad_trials = num.out_of_range(num.TRIALS, budget_free, 1, 10000)
         self.timeout_s = num.duration_seconds(self.text)
         self.folds = num.first_int(num.FOLDS, self.text, 2, 50)
         self.top_k = num.first_int(num.TOP_K, self.text, 1, 1000)
@@ -155,6 +173,7 @@ class Parsed:
         wants_model = (
             self.has("train")
             or self.has("tune")
+            or self._best_within_budget()
             or self.has("compare_engines")
             or self.has("evaluate")
             or (self.model is not None and not self.has("register"))
@@ -170,8 +189,17 @@ class Parsed:
         tail = self._tail_steps()
         if not wants_data_work or (self.request.profile is None and not self._session_data()):
             if tail:
+                template = self._tail_template(tail)
+                if template in self.request.templates:
+                    # the template's defaults for what the prompt leaves out ("register the
+                    # best one" gets the alias register-best gives)
+                    defaults = self.request.templates.get(template).params
+                    for step in tail:
+                        for key, value in step.args.items():
+                            if value is None and defaults.get(key) is not None:
+                                step.args[key] = defaults[key]
                 return Plan(
-                    steps=tail, template=self._tail_template(tail), rationale=self._rationale(tail)
+                    steps=tail, template=template, rationale=self._rationale(tail, template)
                 )
             if self.request.profile is None and wants_data_work:
                 raise PlanError("this request needs a data file", hint="pass it with --data FILE")
@@ -184,6 +212,37 @@ class Parsed:
                 )
         return self._pipeline_plan(wants_model, tail)
 
+    def _best_within_budget(self) -> bool:
+        """ "The best model you can … within 10 minutes": the full AutoML search."""
+        return bool(
+            self.timeout_s
+            and lex.BEST_MODEL.search(self.text)
+            and (self.request.profile is not None or self._session_data())
+            and "tune" not in self.negated
+        )
+
+    def report_unread(self, plan: Plan) -> None:
+        """Put every value the planner could not read into the rationale, with what it used."""
+        found = []
+        for match in num.VAGUE_COUNT.finditer(self.text):
+            used = _used_for(plan, match.group(2))
+            found.append(f"{match.group(1)!r}" + (f" ({used})" if used else ""))
+        found += [
+            f"{phrase!r} (ignored)" for phrase in num.unread_numbers(self.text, _READ_NUMBERS)
+        ]
+        if found:
+            plan.rationale = (
+                (plan.rationale or "").rstrip() + " Could not read: " + ", ".join(found) + "."
+            )
+
+    def _session_model(self) -> str | None:
+        """ "tune it", "try it with 100 trials": the model family the session last trained."""
+        family = self.request.context.get("model")
+        if family and lex.BACK_REFERENCE.search(self.text):
+            self.notes.append(f"model {family!r} carried over from the session")
+            return str(family)
+        return None
+
     def _session_data(self) -> str | None:
         return self.request.context.get("data_path")
 
@@ -191,29 +250,73 @@ class Parsed:
         pipeline_words = (
             self.has("train") or self.has("tune") or self.has("importance") or self.has("clean")
         )
-        if self.has("compare_runs"):
-            ids = self._run_ids()
-            if len(ids) >= 2 or not pipeline_words:
-                return _single("compare_runs", {"run_ids": ids})
+        compared = self._compared_runs(pipeline_words)
+        if compared is not None:
+            return _single("compare_runs", {"run_ids": compared})
         if self.has("show_study") and (self.has("show") or not pipeline_words):
             return _single("show_study", {"name": self._original_case(self._study_name())})
-        if self.has("show_runs") and not self.has("register"):
-            limit = num.first_int(num.RUN_LIMIT, self.text, 1, 1000) or 10
-            return _single("show_runs", {"limit": limit})
+        if (
+            self.has("show_runs")
+            and not (self.has("register") or self.has("tune"))
+            and not (self.has("best_model") and lex.SUPERLATIVE.search(self.text))
+        ):
+            return _single("show_runs", {"limit": self._run_limit()})
         if (
             self.has("best_model")
             and not self.has("register")
             and not self.has("tune")
             and (self.has("show") or not self.has("train"))
+            and not self._best_within_budget()
+            and not (self.files and lex.PREDICT_FILE.search(self.text))
         ):
             return _single("show_best_model", {"metric": self.metric})
         if (
             self.has("describe")
             and not (self.has("tune") or self.has("importance"))
             and not re.search(r"\b(train|fit)\b|训练", self.text)
+            and not lex.CLEAN_ACTION.search(self.text)
         ):
             return _single("describe_data", {})
         return None
+
+    def _run_limit(self) -> int:
+        limit = num.first_int(num.RUN_LIMIT, self.text, 1, 1000)
+        if limit is None and lex.ONE_RUN.search(self.text):
+            return 1  # "how did my last run go?"
+        return limit or 10
+
+    def _compared_runs(self, pipeline_words: bool) -> list[str] | None:
+        """The runs a comparison names: ids or id prefixes, or the session's last runs."""
+        if self.has("compare_runs"):
+            ids = self._run_ids()
+            if len(ids) >= 2:
+                return ids
+            if not pipeline_words:
+                last = self._last_runs()
+                wanted = num.first_int(num.RUN_LIMIT, self.text, 3, 50)
+                if not last and wanted:  # no ids means "the last two" to compare_runs
+                    raise PlanError(
+                        f"comparing the last {wanted} runs needs them named outside a chat",
+                        hint="give their ids (mlpilot runs list shows them), or ask in mlpilot chat",
+                    )
+                return last or ids
+            return None
+        prefixes = list(dict.fromkeys(m.group(1) for m in lex.RUN_ID_PREFIX.finditer(self.text)))
+        if (
+            len(prefixes) >= 2
+            and self.request.profile is None
+            and (lex.COMPARING.search(self.text) or not self.intents - {"show"})
+        ):
+            return prefixes  # "3fa9c2 vs 7b01de": MLflow ids are lower-case hexadecimal
+        return None
+
+    def _last_runs(self) -> list[str]:
+        """ "compare the last two" in a session: its most recent runs, oldest first."""
+        runs = [  # runs that trained something: a registration has nothing to compare
+            r["run_id"] for r in self.request.context.get("runs") or [] if r.get("metrics")
+        ]
+        wanted = num.first_int(num.RUN_LIMIT, self.text, 2, 50) or 2
+        return runs[-wanted:] if len(runs) >= 2 else []
 
     def _study_name(self) -> str | None:
         for pattern in _STUDY_NAMES:
@@ -230,7 +333,7 @@ class Parsed:
             token = match.group(1)
             if token not in _NOT_IDS and token not in ids and not token.isdigit():
                 ids.append(token)
-        return [self._original_case(i) or i for i in ids]
+        return [i if re.fullmatch(r"[0-9a-f]+", i) else self._original_case(i) or i for i in ids]
 
     def _original_case(self, token: str | None) -> str | None:
         if token is None:
@@ -242,7 +345,7 @@ class Parsed:
         steps = []
         if self.has("register"):
             steps.append(Step("register_model", self._register_args()))
-        if self.files and re.search(r"predict|score|inference|apply|预测|推理|打分", self.text):
+        if self.files and lex.PREDICT_FILE.search(self.text):
             data = self.request.data_path
             files = [f for f in self.files if data is None or not data.endswith(f)]
             if files:
@@ -303,12 +406,14 @@ class Parsed:
         if request.target is not None:
             return request.target
         found = resolve_target(self.text, profile)
-        if found is not None:
-            return found
+        if found.column is not None:
+            return found.column
         remembered = request.context.get("target")
-        if remembered and profile.column(remembered) is not None:
+        if remembered and profile.column(remembered) is not None and not found.cued:
             self.notes.append(f"target {remembered!r} carried over from the session")
             return remembered
+        if found.problem:
+            raise found.error()
         raise PlanError(
             "the request does not say which column to predict",
             hint=f"name it in the prompt or pass --target COL; candidates: {describe_candidates(profile)}",
@@ -328,7 +433,7 @@ class Parsed:
         target = self._target()
         task = self._task()
         tune = self.has("tune") and "tune" not in self.negated
-        model = self.model
+        model = self.model or self._session_model()
         last = self.request.context.get("last_plan") or {}
         last_tune = next(
             (s for s in last.get("steps", []) if s.get("tool") == "optimize_model"), None
@@ -339,6 +444,10 @@ class Parsed:
             tune = True
             if self.trials is None and last_tune.get("args", {}).get("trials"):
                 self.trials = last_tune["args"]["trials"]
+        if self._best_within_budget():
+            tune, model = True, model or "auto"  # the full AutoML search, within the budget
+        if self.trials is not None and "tune" not in self.negated:
+            tune = True  # "xgboost with 50 trials": a count of trials is a search
         if model == "auto" and "tune" not in self.negated:
             tune = True  # "try every model" is a search across families
         template, params = self._choose_template(wants_model, tune, model)
@@ -435,15 +544,17 @@ class Parsed:
                     step.args["target_encoding"] = False
                 if re.search(r"interaction|交互", self.text) and "interactions" not in self.negated:
                     step.args["interactions"] = True
-                    most = re.search(
-                        r"(?:at most|up to|max(?:imum)?(?: of)?|no more than|limit(?:ed)? to|最多|不超过)\s*(\d+)",
-                        self.text,
-                    )
+                    most = _AT_MOST.search(self.text)
                     if most and 1 <= int(most.group(1)) <= 100:
                         step.args["max_interactions"] = int(most.group(1))
                 if "interactions" in self.negated:
                     step.args["interactions"] = False
             if step.tool == "optimize_model":
+                if self.trials is None and self.bad_trials:
+                    raise PlanError(
+                        f"{self.bad_trials!r} is not a budget a search can use",
+                        hint="ask for 1 to 10000 trials, or a time budget such as '10 minutes'",
+                    )
                 if self.trials is not None:
                     step.args["trials"] = self.trials
                 if self.timeout_s is not None:
@@ -518,6 +629,27 @@ class Parsed:
             parts.append(f"target {target!r}")
         parts.append("steps: " + " → ".join(s.tool for s in steps))
         return "Offline planner: " + "; ".join(parts) + "."
+
+
+_UNIT_ARGS = {
+    "trial": ("optimize_model", "trials"),
+    "iteration": ("optimize_model", "trials"),
+    "round": ("optimize_model", "trials"),
+    "trie": ("optimize_model", "trials"),
+    "attempt": ("optimize_model", "trials"),
+    "fold": ("evaluate_model", "cv_folds"),
+    "minute": ("optimize_model", "timeout_s"),
+    "hour": ("optimize_model", "timeout_s"),
+}
+
+
+def _used_for(plan: Plan, unit: str) -> str | None:
+    """What the plan used where the prompt gave a vague count of ``unit``."""
+    tool, arg = _UNIT_ARGS.get(unit.rstrip("s"), (None, None))
+    step = plan.step(tool) if tool else None
+    if step is None or arg is None:
+        return None
+    return f"used {arg}={step.args.get(arg)!r}"
 
 
 def _earliest(text: str, patterns: list[tuple[str, re.Pattern[str]]]) -> str | None:

@@ -312,6 +312,11 @@ def _replace_english_numbers(text: str) -> str:
     return _EN_NUMBER.sub(repl, text)
 
 
+#: counts said with words ("a dozen trials", "a couple of hours")
+_WORD_COUNT_VALUES = {"half a dozen": "6", "a dozen": "12", "dozen": "12", "a couple of": "2"}
+_WORD_COUNTS = re.compile(r"\b(half a dozen|a dozen|dozen|a couple of)\b")
+
+
 def normalize(prompt: str) -> str:
     """Lower-case ASCII-width text with American spellings and Arabic numerals."""
     text = unicodedata.normalize("NFKC", prompt).lower()
@@ -319,6 +324,7 @@ def normalize(prompt: str) -> str:
     text = re.sub(r"\bw/o\b", "without", text)
     text = re.sub(r"\bw/(?=\s)", "with", text)
     text = _replace_chinese_numbers(text)
+    text = _WORD_COUNTS.sub(lambda m: _WORD_COUNT_VALUES[m.group(1)], text)
     text = _replace_english_numbers(text)
     text = re.sub(r"[a-z]+", lambda m: BRITISH.get(m.group(0), m.group(0)), text)
     return re.sub(r"[ \t]+", " ", text).strip()
