@@ -138,6 +138,7 @@ class MlflowRunLogger:
         self._pending_metrics: list[Any] = []
         self._pending_params: list[Any] = []
         self._pending_tags: dict[str, str] = {}
+        self.model_digests: dict[str, str] | None = None
 
     # -- values, in batches ---------------------------------------------------------------
     def log_params(self, params: dict[str, Any]) -> None:
@@ -255,6 +256,7 @@ class MlflowRunLogger:
 
         from mlpilot.platform.config import get_settings
         from mlpilot.tracking.packages import seed_mlflow
+        from mlpilot.tracking.trust import record_digests
 
         self.flush()
         seed_mlflow(get_settings().home)  # saves MLflow a scan of every installed package
@@ -274,6 +276,8 @@ class MlflowRunLogger:
             # listing them saves MLflow's seconds-long inference in a subprocess
             pip_requirements=model_requirements(model),
         )
+        # what every later load checks the files against (tracking/trust.py)
+        self.model_digests = record_digests(self.client, info.model_uri, self.run_id)
         return info.model_uri
 
     # -- runs -----------------------------------------------------------------------------

@@ -93,6 +93,8 @@ TAG_COMPARE_GPU = "mlpilot.compare.gpu"
 #: a run started from a saved plan (``mlpilot run --plan FILE``): the file and its digest
 TAG_PLAN_FILE = "mlpilot.plan.file"
 TAG_PLAN_SHA256 = "mlpilot.plan.sha256"
+#: {file: SHA-256} of a logged model's artifacts, checked before every load (DESIGN §8)
+TAG_MODEL_DIGESTS = "mlpilot.model.sha256"
 # what the pipeline process ran under (DESIGN §8)
 TAG_CONTAINMENT_USER = "mlpilot.containment.user"
 TAG_CONTAINMENT_NETWORK = "mlpilot.containment.network"

@@ -8,7 +8,10 @@ Registered models are addressed by alias (``models:/NAME@champion``) or version
 from __future__ import annotations
 
 import re
+import secrets
+import shutil
 import sys
+from datetime import datetime
 from pathlib import Path
 
 from mlpilot.platform.errors import MlpilotError
@@ -26,42 +29,67 @@ def normalize_model_uri(model: str) -> str:
     return model  # a local path to a saved model
 
 
-def predict_file(model_uri: str, data_path: str, out: str | None) -> tuple[str, int]:
-    import numpy as np
-    import pandas as pd
-
+def predict_file(
+    model_uri: str,
+    data_path: str,
+    out: str | None,
+    *,
+    trust_unverified: bool = False,
+    trust_local: bool = False,
+) -> tuple[str, int]:
+    """Predict ``data_path`` with ``model_uri`` in a contained child; write to ``out`` (the
+    user's own path: the one write outside a run folder) or print to stdout."""
     from mlpilot.platform.config import get_settings
-    from mlpilot.platform.ml.io import read_table
-    from mlpilot.tracking.mlflow_store import check_reachable, configure_http_timeouts
+    from mlpilot.platform.execution import Executor
+    from mlpilot.platform.ml import predict_job, protocol
+    from mlpilot.tracking.mlflow_store import check_reachable
 
     settings = get_settings()
     model_uri = normalize_model_uri(model_uri)
-    configure_http_timeouts()
     check_reachable(settings.tracking_uri)
-    import mlflow
-    import mlflow.pyfunc
-    from mlflow.exceptions import MlflowException
-
-    mlflow.set_tracking_uri(settings.tracking_uri)
-    mlflow.set_registry_uri(settings.tracking_uri)
-    frame = read_table(data_path)
-    try:
-        model = mlflow.pyfunc.load_model(model_uri)
-    except MlflowException as exc:
-        raise MlpilotError(
-            f"cannot load model {model_uri}: {str(exc.message).strip().splitlines()[0][:200]}",
-            hint="list models and aliases with: mlpilot models list",
-        ) from None
-    predictions = model.predict(frame)
-    result = frame.copy()
-    result["prediction"] = (
-        predictions.iloc[:, 0].to_numpy()
-        if isinstance(predictions, pd.DataFrame)
-        else np.asarray(predictions).ravel()
+    run_dir = settings.runs_dir / f"predict-{datetime.now():%Y%m%d-%H%M%S}-{secrets.token_hex(3)}"
+    run_dir.mkdir(parents=True)
+    if not model_uri.startswith(("models:/", "runs:/")):
+        model_uri = _local_copy(model_uri, run_dir, trust_local)
+    trust = [name for name, on in (("unverified", trust_unverified), ("local", trust_local)) if on]
+    leg = (
+        Executor(settings)
+        .start_leg(
+            script=Path(predict_job.__file__),
+            run_dir=run_dir,
+            engine="cpu",
+            data_path=str(Path(data_path).expanduser().resolve()),
+            mlflow_run_id=None,
+            extra_env={protocol.ENV_MODEL_URI: model_uri, protocol.ENV_TRUST: ",".join(trust)},
+        )
+        .finish()
     )
+    if not leg.ok:
+        failure = leg.failure()
+        raise MlpilotError(str(failure.get("message") or "prediction failed"))
+    return _deliver(run_dir / protocol.PREDICTIONS_FILE, out, int(leg.result.predictions["rows"]))
+
+
+def _local_copy(folder: str, run_dir: Path, trust_local: bool) -> str:
+    """A model folder on disk: loaded only when the user vouches for it, from a copy the
+    contained process may read."""
+    if not trust_local:
+        raise MlpilotError(
+            f"{folder} is a local folder: its files were never verified",
+            hint="load models from the tracking store (models:/NAME@ALIAS), or pass --trust-local-model",
+        )
+    source = Path(folder).expanduser()
+    if not (source / "MLmodel").is_file():
+        raise MlpilotError(f"{folder} is not an MLflow model folder (no MLmodel file)")
+    copy = run_dir / "model-local"
+    shutil.copytree(source, copy)
+    return str(copy)
+
+
+def _deliver(predictions: Path, out: str | None, rows: int) -> tuple[str, int]:
     if out:
-        Path(out).parent.mkdir(parents=True, exist_ok=True)
-        result.to_csv(out, index=False)
-        return out, len(result)
-    result.to_csv(sys.stdout, index=False)
-    return "-", len(result)
+        Path(out).expanduser().parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(predictions, Path(out).expanduser())
+        return out, rows
+    sys.stdout.write(predictions.read_text(encoding="utf-8"))
+    return "-", rows

@@ -72,6 +72,7 @@ def _run_fields(result: PipelineResult, outcome: RunOutcome) -> dict[str, Any]:
             "uri": outcome.model_uri,
             "registered_name": (outcome.registered or {}).get("name"),
             "version": (outcome.registered or {}).get("version"),
+            **({"sha256": result.model_digests} if result.model_digests else {}),
         },
     }
     if outcome.study:

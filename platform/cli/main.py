@@ -170,11 +170,24 @@ def predict(
     out: Annotated[
         str | None, typer.Option("--out", "-o", help="Output file (default: print CSV to stdout).")
     ] = None,
+    trust_unverified: Annotated[
+        bool,
+        typer.Option(
+            "--trust-unverified", help="Load a model logged before digests were recorded."
+        ),
+    ] = False,
+    trust_local_model: Annotated[
+        bool,
+        typer.Option("--trust-local-model", help="Load a model folder from disk (unverified)."),
+    ] = False,
 ) -> None:
-    """Predict raw rows with a logged or registered model."""
+    """Predict raw rows with a logged or registered model (loaded in a contained process,
+    after its files are checked against the digests recorded when it was logged)."""
     from mlpilot.platform.agent.predicting import predict_file
 
-    path, rows = predict_file(model, data, out)
+    path, rows = predict_file(
+        model, data, out, trust_unverified=trust_unverified, trust_local=trust_local_model
+    )
     if out:
         console(stderr=True).print(f"wrote {rows} predictions to {path}", markup=False)
 

@@ -7,6 +7,7 @@ from typing import Annotated, Any
 import typer
 
 from mlpilot.platform.cli._output import console, handle_errors, print_json
+from mlpilot.platform.errors import MlpilotError
 
 app = typer.Typer(
     help="The model registry: versions with lineage, and aliases such as champion.",
@@ -225,3 +226,49 @@ def _dataset_line(lineage: dict[str, Any]) -> str:
     if dataset.get("rows"):
         parts.append(f"{dataset['rows']} rows")
     return "  ".join(p for p in parts if p) or "?"
+
+
+@app.command("verify")
+@handle_errors
+def verify(
+    ref: Annotated[str, typer.Argument(help="NAME/VERSION, NAME@ALIAS or a models:/ URI.")],
+    record: Annotated[
+        bool,
+        typer.Option(
+            "--record", help="Record the files' digests now (you vouch for the model as it is)."
+        ),
+    ] = False,
+) -> None:
+    """Check a model's files against the digests recorded when it was logged."""
+    import json
+    import tempfile
+    from pathlib import Path
+
+    from mlpilot.platform.agent.predicting import normalize_model_uri
+    from mlpilot.tracking import trust
+    from mlpilot.tracking.vocab import TAG_MODEL_DIGESTS
+
+    client = _client()
+    uri = normalize_model_uri(ref)
+    with tempfile.TemporaryDirectory() as tmp:
+        actual = trust.digest_folder(trust.download(uri, Path(tmp), client))
+    expected = trust.recorded_digests(client, uri)
+    out = console()
+    if record:
+        model_id = trust.logged_id(client, uri)
+        if model_id is None:
+            raise MlpilotError(f"{uri} names no logged model whose digests could be recorded")
+        client.set_logged_model_tags(
+            model_id, {TAG_MODEL_DIGESTS: json.dumps(actual, sort_keys=True)}
+        )
+        out.print(f"recorded the digests of {len(actual)} files of {uri}", markup=False)
+        return
+    if expected is None:
+        raise MlpilotError(
+            f"{uri} has no recorded digests",
+            hint="check the model, then record them: mlpilot models verify REF --record",
+        )
+    problem = trust.compare(expected, actual)
+    if problem:
+        raise MlpilotError(f"{uri} does not match its recorded digests: {problem}")
+    out.print(f"{uri}: all {len(actual)} files match their recorded digests", markup=False)

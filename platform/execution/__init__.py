@@ -203,6 +203,7 @@ class Executor:
         data_path: str | None,
         mlflow_run_id: str | None,
         extra_reads: tuple[str, ...] = (),
+        extra_env: dict[str, str] | None = None,
     ) -> StartedLeg:
         """Start one leg and return at once.
 
@@ -224,6 +225,7 @@ class Executor:
             env[protocol.ENV_PARENT_PID] = str(os.getpid())
         if data_path:
             env[protocol.ENV_DATA] = data_path
+        env.update(extra_env or {})
         reads = [p for p in (data_path, *extra_reads) if p]
         setup = set_up_child(self.settings, engine=engine, run_dir=run_dir, reads=reads)
         env.update(setup.env)

@@ -32,6 +32,10 @@ ENV_OPTUNA_STORAGE = "MLPILOT_OPTUNA_STORAGE"
 ENV_EXPERIMENT = "MLPILOT_EXPERIMENT"
 #: JSON {path as planned: path to open}: files handed over as descriptors or copies
 ENV_READ_MAP = "MLPILOT_READ_MAP"
+# ``mlpilot predict``'s job (``ml/predict_job.py``): which model, and what the user trusts
+ENV_MODEL_URI = "MLPILOT_MODEL_URI"
+ENV_TRUST = "MLPILOT_TRUST"  # comma-separated: unverified, local
+PREDICTIONS_FILE = "predictions.csv"
 
 # -- files in the run folder --------------------------------------------------------------------
 EVENTS_FILE = "events.jsonl"
@@ -75,6 +79,7 @@ class PipelineResult:
     model_family: str | None = None
     main_metric: str | None = None
     model_uri: str | None = None
+    model_digests: dict[str, str] | None = None  # {file: SHA-256}, checked before loads
     metrics: dict[str, float] = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict)
     stage_memory_mb: dict[str, float] = field(default_factory=dict)

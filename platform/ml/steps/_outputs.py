@@ -39,6 +39,7 @@ def log_model(run: PipelineRun) -> str | None:
         input_example=example,
     )
     run.model.logged = True
+    run.result.model_digests = getattr(run.opened_logger(), "model_digests", None)
     if run.model.uri:
         run.event("progress", stage="log_model", message=f"model logged: {run.model.uri}")
     return run.model.uri
@@ -115,9 +116,11 @@ def predict(
                 if client is None:
                     raise MlpilotError("predict needs a model_uri when tracking is off")
                 _, model_uri = registry.resolve_source(client, run.logger.experiment_id, None, None)
-            import mlflow.pyfunc
+            from mlpilot.tracking.trust import load_verified
 
-            model, source = mlflow.pyfunc.load_model(model_uri), model_uri
+            # a model from the store: its files are checked against their digests first
+            model = load_verified(client, model_uri, run.run_dir / "model-verified")
+            source = model_uri
         predictions = model.predict(frame)
         out = _inside_run_dir(run, output_path or "predictions.csv")
         result = frame.copy()

@@ -1,0 +1,56 @@
+"""``mlpilot predict``'s work, in a contained pipeline process (never in mlpilot itself).
+
+Loading a model runs the code its pickle holds: this process fetches the model, checks its
+files against their recorded digests (``tracking/trust.py``), loads that verified copy,
+predicts the rows and writes ``predictions.csv`` into its run folder, which mlpilot then
+hands to the user. It reports through the same protocol as a pipeline.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from mlpilot.platform.ml import protocol
+from mlpilot.platform.ml.context import PipelineRun
+from mlpilot.platform.ml.entry import exit_process
+from mlpilot.platform.ml.io import read_table, readable_path
+from mlpilot.tracking.run_logger import NullRunLogger
+
+
+def main() -> int:
+    from mlpilot.platform.config import get_settings
+    from mlpilot.platform.config.logs import configure_logging
+    from mlpilot.tracking.mlflow_store import make_client
+    from mlpilot.tracking.trust import load_verified
+
+    configure_logging()
+    run_dir = Path(os.environ[protocol.ENV_RUN_DIR])
+    data = os.environ[protocol.ENV_DATA]
+    trust = set(filter(None, os.environ.get(protocol.ENV_TRUST, "").split(",")))
+    run = PipelineRun(plan={}, seed=0, data_path=data, run_dir=run_dir, logger=NullRunLogger())
+    with run, run.stage("predict"):
+        model = load_verified(
+            make_client(get_settings()),
+            os.environ[protocol.ENV_MODEL_URI],
+            run_dir / "model",
+            trust_unverified="unverified" in trust,
+            trust_local="local" in trust,
+        )
+        frame = read_table(readable_path(data))
+        predicted = model.predict(frame)
+        frame["prediction"] = (
+            predicted.iloc[:, 0].to_numpy()
+            if isinstance(predicted, pd.DataFrame)
+            else np.asarray(predicted).ravel()
+        )
+        frame.to_csv(run_dir / protocol.PREDICTIONS_FILE, index=False)
+        run.result.predictions = {"rows": len(frame), "model": os.environ[protocol.ENV_MODEL_URI]}
+    return run.exit_code
+
+
+if __name__ == "__main__":
+    exit_process(main())
