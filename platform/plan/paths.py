@@ -50,8 +50,9 @@ class PathPolicy:
         for folder in self.read_folders:
             if resolved.is_relative_to(Path(folder).expanduser().resolve()):
                 return None
-        given = "the file given with --data" if self.data_file else "no file (--data was not given)"
-        return f"mlpilot reads {given} and folders named with --allow-read DIR only"
+        if not self.data_file:
+            return "no --data confirms it (a saved plan's data file must be named again with --data)"
+        return "mlpilot reads the file given with --data and folders named with --allow-read DIR only"
 
 
 def _hidden_part(path: Path) -> str | None:

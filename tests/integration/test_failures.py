@@ -143,6 +143,8 @@ def test_a_crashing_child_ends_failed_in_both_stores(tmp_path: Path, sales_csv: 
         "crash on purpose",
         "--plan",
         str(plan),
+        "--data",
+        str(sales_csv),
         "--plugins",
         "crashy",
         env=_env(home, PYTHONPATH=str(plugins)),
