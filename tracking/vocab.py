@@ -90,6 +90,12 @@ TAG_ERROR_STAGE = "mlpilot.error.stage"
 #: the positive class of a binary task (the rule: ``metrics.positive_label``)
 TAG_POSITIVE_CLASS = "mlpilot.positive_class"
 TAG_COMPARE_GPU = "mlpilot.compare.gpu"
+#: where one stage really ran: ``mlpilot.device.<stage>`` = gpu, cpu or "mixed (… on the CPU)"
+TAG_DEVICE_PREFIX = "mlpilot.device."
+#: why a stage's speedup was not reported: ``mlpilot.speedup.<stage>`` = the reason
+TAG_SPEEDUP_PREFIX = "mlpilot.speedup."
+#: the engine a trial was scored on (nested trial runs; Optuna user attribute too)
+TAG_TRIAL_ENGINE = "mlpilot.trial_engine"
 # registry lineage on model versions
 TAG_SOURCE_RUN = "mlpilot.source_run"
 TAG_METRIC_VALUE = "mlpilot.metric_value"
@@ -126,6 +132,16 @@ ATTR_SPEC = "mlpilot"
 ATTR_WORKER = "mlpilot.worker"
 ATTR_FAIL_REASON = "mlpilot.fail_reason"
 ATTR_EARLY_STOPPED = "mlpilot.early_stopped"
+#: the engine a trial was scored on (one study keeps one engine)
+ATTR_ENGINE = "mlpilot.engine"
+
+
+def device_tag(stage: str) -> str:
+    return f"{TAG_DEVICE_PREFIX}{stage}"
+
+
+def speedup_tag(stage: str) -> str:
+    return f"{TAG_SPEEDUP_PREFIX}{stage}"
 
 
 # -- metrics (DESIGN §3) -------------------------------------------------------------------------

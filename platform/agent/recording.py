@@ -31,14 +31,25 @@ def record_result(leg: Any, logger: Any, store: Any, outcome: RunOutcome, run_id
     outcome.study = result.study
     outcome.main_metric = result.main_metric
     outcome.notes.extend(n for n in result.notes if n not in outcome.notes)
+    _record_fallback(leg, logger, outcome)
     timings = {
         "stages_s": outcome.timings,
+        # DESIGN §4: the device each stage really ran on, measured in the pipeline
+        "devices": result.devices,
+        "accelerators": result.accelerators,
+        "startup_s": result.startup_s,
+        "wall_s": round(leg.child.duration_s, 4),
         "stage_peak_memory_mb": result.stage_memory_mb,
         "peak_memory_mb": result.peak_memory_mb,
+        "gpu_peak_memory_mb": getattr(leg, "gpu_peak_memory_mb", None),
         "engine": outcome.engine,
     }
     logger.log_dict(timings, "timings.json")
-    store.update_run(run_id, _run_fields(result, outcome))
+    if result.devices:
+        logger.set_tags(device_tags(result.devices))
+    fields = _run_fields(result, outcome)
+    fields["devices"] = result.devices
+    store.update_run(run_id, fields)
     if result.target:
         logger.set_tags(
             {
@@ -47,6 +58,33 @@ def record_result(leg: Any, logger: Any, store: Any, outcome: RunOutcome, run_id
                 vocab.TAG_METRIC: outcome.main_metric or "",
             }
         )
+
+
+def device_tags(devices: dict[str, dict[str, Any]]) -> dict[str, str]:
+    """``mlpilot.device.<stage>``: gpu, cpu, or mixed with what ran on the CPU."""
+    from mlpilot.platform.ml.devices import describe_device
+
+    return {
+        vocab.device_tag(stage): describe_device(record)[:500] for stage, record in devices.items()
+    }
+
+
+def _record_fallback(leg: Any, logger: Any, outcome: RunOutcome) -> None:
+    """An ``auto`` run whose GPU leg died before its first stage and reran on the CPU."""
+    fallback = getattr(leg, "fallback", None)
+    if not fallback:
+        return
+    from mlpilot.tracking.mlflow_store import engine_tags
+
+    engine = dict(outcome.engine or {})
+    engine.update(used=leg.engine, reason=fallback["reason"], fallback=fallback)
+    outcome.engine = engine
+    note = f"the GPU leg died before its first stage ({fallback['error']}); rerun on the CPU"
+    if note not in outcome.notes:
+        outcome.notes.append(note)
+    logger.set_tags(
+        engine_tags(str(engine.get("requested") or "auto"), leg.engine, fallback["reason"])
+    )
 
 
 def _run_fields(result: PipelineResult, outcome: RunOutcome) -> dict[str, Any]:
@@ -71,6 +109,8 @@ def _run_fields(result: PipelineResult, outcome: RunOutcome) -> dict[str, Any]:
         fields["dataset.rows"] = result.data["rows"]
     if result.labels:  # classes, and the positive one of a binary task
         fields["labels"] = result.labels
+    if outcome.engine:
+        fields["engine"] = outcome.engine
     return fields
 
 

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from mlpilot.platform.ml import metrics as M
+from mlpilot.platform.ml.devices import observe_model
 from mlpilot.platform.ml.hpo import boosting
 from mlpilot.platform.ml.hpo.spaces import sample
 from mlpilot.platform.ml.hpo.storage import claim
@@ -145,6 +146,9 @@ class CVObjective:
                 fitted = boosting.fit_with_pruning(estimator, fold, trial, family, booster_metric)
             else:
                 fitted = clone(estimator).fit(fold.X_train, fold.y_train)
+            if k == 0:  # where this configuration trains (the other folds train the same way)
+                observe_model(pipeline[:-1])
+                observe_model(fitted)
             values.append(self.sign * float(self.scorer(fitted, fold.X_valid, fold.y_valid)))
             if self.pruning and k < len(folds) - 1:
                 trial.report(float(np.mean(values)), FOLD_STEP + k)

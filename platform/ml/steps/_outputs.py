@@ -10,6 +10,7 @@ import pandas as pd
 
 from mlpilot.platform.errors import MlpilotError
 from mlpilot.platform.ml.context import PipelineRun
+from mlpilot.platform.ml.devices import observe_model
 from mlpilot.platform.ml.io import read_table
 from mlpilot.tracking import vocab
 
@@ -107,6 +108,8 @@ def predict(
             import mlflow.pyfunc
 
             model, source = mlflow.pyfunc.load_model(model_uri), model_uri
+        # a pyfunc wrapper shows its sklearn model through the flavour's raw model
+        observe_model(getattr(model, "_model_impl", None) or model)
         predictions = model.predict(frame)
         out = Path(output_path) if output_path else run.run_dir / "predictions.csv"
         result = frame.copy()
