@@ -70,6 +70,17 @@ def _optional_positive(name: str, value: str | None) -> float | None:
     return _positive_float(name, value)
 
 
+def _count(name: str, value: str) -> int:
+    """A whole number of at least one."""
+    try:
+        number = int(value)
+    except ValueError:
+        raise SettingsError(f"{name}={value!r} is not a whole number") from None
+    if number < 1:
+        raise SettingsError(f"{name}={value!r} must be at least 1")
+    return number
+
+
 def _optional_int(name: str, value: str | None) -> int | None:
     if value is None or value.strip() == "":
         return None
@@ -125,6 +136,13 @@ class Settings:
     log_level: str = "WARNING"
     #: OMP_NUM_THREADS, when set: the thread count pipelines train with
     threads: int | None = None
+    #: --engine compare: measured runs per leg after one warm-up (the best is reported)
+    compare_repeat: int = 3
+    #: --engine compare: largest difference of the legs' test metrics a speedup accepts
+    #: (relative, or absolute for scores within [-1, 1])
+    compare_tolerance: float = 0.02
+    #: how long a GPU probe verdict is trusted for one environment, seconds
+    gpu_probe_ttl_s: float = 86400.0
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -188,6 +206,15 @@ class Settings:
                 "MLPILOT_LOG_LEVEL", get("MLPILOT_LOG_LEVEL", "WARNING") or "WARNING", LOG_LEVELS
             ).upper(),
             threads=_optional_int("OMP_NUM_THREADS", get("OMP_NUM_THREADS")),
+            compare_repeat=_count(
+                "MLPILOT_COMPARE_REPEAT", get("MLPILOT_COMPARE_REPEAT", "3") or "3"
+            ),
+            compare_tolerance=_positive_float(
+                "MLPILOT_COMPARE_TOLERANCE", get("MLPILOT_COMPARE_TOLERANCE", "0.02") or "0.02"
+            ),
+            gpu_probe_ttl_s=_positive_float(
+                "MLPILOT_GPU_PROBE_TTL", get("MLPILOT_GPU_PROBE_TTL", "86400") or "86400"
+            ),
         )
 
     @property
