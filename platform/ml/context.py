@@ -23,7 +23,12 @@ from typing import Any
 from mlpilot.platform.errors import ExecutionError, MlpilotError, describe_error
 from mlpilot.platform.ml import modeling, protocol
 from mlpilot.platform.ml.deferred_logger import DeferredRunLogger
-from mlpilot.platform.ml.devices import StageDevices, accelerator_status, observe_model
+from mlpilot.platform.ml.devices import (
+    StageDevices,
+    accelerator_status,
+    observe_model,
+    process_engine,
+)
 from mlpilot.platform.ml.protocol import DEVICE_GPU, PipelineEvent, PipelineResult
 from mlpilot.platform.ml.state import DataState, ModelState
 from mlpilot.tracking.vocab import RunState
@@ -83,7 +88,7 @@ def check_engine(engine: str) -> dict[str, Any]:
         return status
     active = {
         "cudf.pandas": bool(getattr(sys.modules.get("cudf.pandas"), "LOADED", False)),
-        "cuml.accel": _accel_enabled(),
+        "cuml.accel": process_engine() == DEVICE_GPU,
     }
     if any(active.values()):
         on = ", ".join(name for name, value in active.items() if value)
@@ -92,15 +97,6 @@ def check_engine(engine: str) -> dict[str, Any]:
             hint="unset CUML_ACCEL_ENABLED for CPU runs, or use --engine gpu",
         )
     return active
-
-
-def _accel_enabled() -> bool:
-    accel = sys.modules.get("cuml.accel")
-    try:
-        return bool(accel is not None and accel.enabled())
-    except Exception as exc:  # an old cuml.accel without enabled(): treated as inactive
-        logger.debug("cuml.accel.enabled() unavailable: %s", exc)
-        return False
 
 
 class PipelineRun:
@@ -119,12 +115,15 @@ class PipelineRun:
         runtime: dict[str, dict[str, str]] | None = None,
         handed_run_id: str | None = None,
         launched_at: float | None = None,
+        prefer: str | None = None,
     ) -> None:
         self.plan = plan
         self.seed = seed
         self.data_path = data_path
         self.run_dir = run_dir
         self.engine = engine
+        #: whose defaults models take: "gpu" prefers what cuML accelerates (``modeling``)
+        self.prefer = prefer or engine
         #: tool → {"function": "module:function", "stage": …}, as codegen rendered them
         self.runtime = dict(runtime or {})
         self._logger = logger
@@ -199,7 +198,13 @@ class PipelineRun:
     def build_pipeline(self, family: str, params: dict[str, Any] | None = None) -> Any:
         """The whole model for ``family`` on this run's data (``modeling.build_pipeline``)."""
         pipeline = modeling.build_pipeline(
-            self.data, family, params, seed=self.seed, engine=self.engine, n_jobs=self.n_jobs
+            self.data,
+            family,
+            params,
+            seed=self.seed,
+            engine=self.engine,
+            n_jobs=self.n_jobs,
+            prefer=self.prefer,
         )
         observe_model(pipeline)
         return pipeline

@@ -252,6 +252,16 @@ def accelerator_status() -> dict[str, Any]:
     return status
 
 
+def process_engine() -> str:
+    """``gpu`` when cuml.accel is active in this process, else ``cpu`` (nothing imported)."""
+    accel = sys.modules.get("cuml.accel")
+    try:
+        return DEVICE_GPU if accel is not None and accel.enabled() else DEVICE_CPU
+    except Exception as exc:  # a cuml.accel without enabled(): not one mlpilot runs on
+        logger.debug("cuml.accel.enabled() unavailable: %s", exc)
+        return DEVICE_CPU
+
+
 def set_accel_log_level(level: str = "info") -> bool:
     """Turn cuml.accel's per-call logging on in this process (the chained ``-m`` command
     cannot pass ``-v``, and ``CUML_ACCEL_LOG_LEVEL`` is read only from 26.02 on)."""

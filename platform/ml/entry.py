@@ -91,6 +91,7 @@ def open_pipeline(
         runtime=runtime,
         handed_run_id=None if args.no_track else os.environ.get(protocol.ENV_MLFLOW_RUN_ID),
         launched_at=_launched_at(),
+        prefer=os.environ.get(protocol.ENV_PREFER) or engine,
     )
 
 

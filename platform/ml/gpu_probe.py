@@ -19,6 +19,7 @@ kills the process) leaves no report, which the parent reads as a failed probe.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import sys
 import traceback
@@ -27,6 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from mlpilot.platform.ml import protocol
+
+logger = logging.getLogger(__name__)
 
 MIN_DRIVER_CUDA = 12000  # cuDriverGetVersion of CUDA 12.0
 MIN_CAPABILITY = (7, 0)
@@ -122,6 +125,7 @@ def run_checks(checks: dict[str, Callable[[], str]] | None = None) -> dict[str, 
         try:
             report["checks"][name] = {"ok": True, "detail": check()}
         except Exception as exc:  # recorded as the check's failure; the parent decides
+            logger.debug("GPU probe check %s failed", name, exc_info=True)
             last = traceback.format_exception_only(type(exc), exc)[-1].strip()
             report["checks"][name] = {"ok": False, "detail": last[:300]}
     return report

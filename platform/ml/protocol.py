@@ -33,6 +33,11 @@ ENV_EXPERIMENT = "MLPILOT_EXPERIMENT"
 ENV_NO_TRACK = "MLPILOT_NO_TRACK"  # "1": log nothing to MLflow (compare's warm-up and repeats)
 ENV_LAUNCHED_AT = "MLPILOT_LAUNCHED_AT"  # wall-clock time.time() when the parent started us
 ENV_PROBE_OUT = "MLPILOT_PROBE_OUT"  # where the GPU probe writes its report (JSON)
+# "gpu": model defaults prefer what cuML accelerates (GPU legs, and both legs of a comparison,
+# so that the two legs fit the same model); else the engine's own defaults
+ENV_PREFER = "MLPILOT_PREFER"
+# `mlpilot worker` relaunched under the GPU engine's command: its own arguments, as JSON
+ENV_WORKER_ARGV = "MLPILOT_WORKER_ARGV"
 
 # -- files in the run folder --------------------------------------------------------------------
 EVENTS_FILE = "events.jsonl"

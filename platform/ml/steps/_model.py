@@ -56,7 +56,7 @@ def train_model(
     run.data.require("train_model")
     run.open_tracking()  # while the model fits
     with run.stage("train"):
-        family = resolve_family(model)
+        family = resolve_family(model, run.prefer)
         if model == "auto":
             run.note(f"model auto: fitting {LABELS[family]} with its default configuration")
         pipeline = run.build_pipeline(family, params)
