@@ -285,6 +285,7 @@ def _measure(
             mlflow_run_id=run_id,
             on_event=events,
             track=run_id is not None,
+            prefer="gpu",  # both legs fit the model the GPU engine would
         )
 
     _note(on_event, f"compare: one warm-up run per engine, then the best of {repeat}")

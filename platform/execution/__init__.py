@@ -159,6 +159,7 @@ class Executor:
         on_event: EventHandler | None = None,
         cancel: threading.Event | None = None,
         track: bool = True,
+        prefer: str | None = None,
     ) -> LegResult:
         leg = self.start_leg(
             script=script,
@@ -167,6 +168,7 @@ class Executor:
             data_path=data_path,
             mlflow_run_id=mlflow_run_id,
             track=track,
+            prefer=prefer,
         )
         return leg.finish(on_event=on_event, cancel=cancel)
 
@@ -179,6 +181,7 @@ class Executor:
         data_path: str | None,
         mlflow_run_id: str | None,
         track: bool = True,
+        prefer: str | None = None,
     ) -> StartedLeg:
         """Start one leg and return at once.
 
@@ -186,7 +189,8 @@ class Executor:
         reads data while the parent creates the run, and waits for ``hand_over_run`` only
         when it first logs. ``engine`` may be the ``EngineChoice``: an ``auto`` GPU choice
         then reruns on the CPU when its leg dies before its first stage. ``track=False``
-        logs nothing (compare's warm-up and repeated runs).
+        logs nothing (compare's warm-up and repeated runs); ``prefer="gpu"`` gives a CPU
+        leg the GPU engine's model defaults (a comparison's legs fit the same model).
         """
         choice = engine if isinstance(engine, EngineChoice) else None
         name = choice.used if choice else str(engine)
@@ -205,6 +209,8 @@ class Executor:
             env[protocol.ENV_PARENT_PID] = str(os.getpid())
         if data_path:
             env[protocol.ENV_DATA] = data_path
+        if prefer:
+            env[protocol.ENV_PREFER] = prefer
         lock, sampler = self._claim_device(name)
         try:
             child = start_child(command, cwd=run_dir, env=env, limits=self.limits)
@@ -228,6 +234,7 @@ class Executor:
                 data_path=data_path,
                 mlflow_run_id=run_id,
                 track=track,
+                prefer=prefer,
             )
 
         leg = StartedLeg(name, run_dir, child, lock=lock, sampler=sampler)
