@@ -148,7 +148,13 @@ def model_leaves(model: Any) -> Iterator[Any]:
     yield from walk(model)
 
 
-def _children(obj: Any) -> Iterator[Any]:
+def _children(obj: Any) -> list[Any]:
+    """A meta-estimator's parts (fitted clones when it has them); nothing for a leaf.
+
+    Only constructor parameters make a container: a forest's fitted ``estimators_`` are
+    its own trees, not parts that run elsewhere.
+    """
+
     def estimators_in(value: Any) -> Iterator[Any]:
         if isinstance(value, (list, tuple)):
             for item in value:
@@ -157,11 +163,16 @@ def _children(obj: Any) -> Iterator[Any]:
             yield value
 
     params = obj.get_params(deep=False) if hasattr(obj, "get_params") else {}
-    for value in params.values():
-        yield from estimators_in(value)
-    for name, value in vars(obj).items() if hasattr(obj, "__dict__") else ():
-        if name.endswith("_") and not name.startswith("_"):
-            yield from estimators_in(value)
+    parts = [child for value in params.values() for child in estimators_in(value)]
+    if not parts:
+        return []
+    fitted = [
+        child
+        for name, value in vars(obj).items()
+        if name.endswith("_") and not name.startswith("_")
+        for child in estimators_in(value)
+    ]
+    return fitted or parts
 
 
 def booster_device(estimator: Any) -> str | None:

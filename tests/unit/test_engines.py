@@ -56,7 +56,12 @@ def test_leg_environments(tmp_path) -> None:
     }
     gpu = leg_env(settings, "gpu", source=source)
     cpu = leg_env(settings, "cpu", source=source)
-    for name in ("CUDA_VISIBLE_DEVICES", "CUDF_PANDAS_RMM_MODE", "RAPIDS_NO_INITIALIZE", "RMM_LOGGING"):
+    for name in (
+        "CUDA_VISIBLE_DEVICES",
+        "CUDF_PANDAS_RMM_MODE",
+        "RAPIDS_NO_INITIALIZE",
+        "RMM_LOGGING",
+    ):
         assert gpu[name] == source[name] and cpu[name] == source[name]
     assert gpu["CUML_ACCEL_LOG_LEVEL"] == "info" and gpu["CUML_ACCEL_ENABLED"] == "1"
     assert "CUML_ACCEL_ENABLED" not in cpu and "CUML_ACCEL_LOG_LEVEL" not in cpu
