@@ -11,9 +11,10 @@ from __future__ import annotations
 import os
 import re
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from mlpilot.platform.errors import SettingsError
 
@@ -68,6 +69,21 @@ def _optional_positive(name: str, value: str | None) -> float | None:
     if value is None or value.strip() == "":
         return None
     return _positive_float(name, value)
+
+
+def _gpu_settings(get: Callable[[str, str], str | None]) -> dict[str, Any]:
+    """The engine comparison's and the GPU probe's settings."""
+    return {
+        "compare_repeat": _count(
+            "MLPILOT_COMPARE_REPEAT", get("MLPILOT_COMPARE_REPEAT", "3") or "3"
+        ),
+        "compare_tolerance": _positive_float(
+            "MLPILOT_COMPARE_TOLERANCE", get("MLPILOT_COMPARE_TOLERANCE", "0.02") or "0.02"
+        ),
+        "gpu_probe_ttl_s": _positive_float(
+            "MLPILOT_GPU_PROBE_TTL", get("MLPILOT_GPU_PROBE_TTL", "86400") or "86400"
+        ),
+    }
 
 
 def _count(name: str, value: str) -> int:
@@ -206,15 +222,7 @@ class Settings:
                 "MLPILOT_LOG_LEVEL", get("MLPILOT_LOG_LEVEL", "WARNING") or "WARNING", LOG_LEVELS
             ).upper(),
             threads=_optional_int("OMP_NUM_THREADS", get("OMP_NUM_THREADS")),
-            compare_repeat=_count(
-                "MLPILOT_COMPARE_REPEAT", get("MLPILOT_COMPARE_REPEAT", "3") or "3"
-            ),
-            compare_tolerance=_positive_float(
-                "MLPILOT_COMPARE_TOLERANCE", get("MLPILOT_COMPARE_TOLERANCE", "0.02") or "0.02"
-            ),
-            gpu_probe_ttl_s=_positive_float(
-                "MLPILOT_GPU_PROBE_TTL", get("MLPILOT_GPU_PROBE_TTL", "86400") or "86400"
-            ),
+            **_gpu_settings(get),
         )
 
     @property

@@ -198,19 +198,7 @@ class Executor:
         for stale in (protocol.EVENTS_FILE, protocol.RESULT_FILE, protocol.RUN_ID_FILE):
             (run_dir / stale).unlink(missing_ok=True)
         command = engine_command(name, str(script), [], python=self.python)
-        env = self.child_env(run_id=mlflow_run_id if track else None, engine=name)
-        env[protocol.ENV_RUN_DIR] = str(run_dir)
-        if not track or not mlflow_run_id:
-            env.pop(protocol.ENV_MLFLOW_RUN_ID, None)  # one inherited from our caller is not ours
-        if not track:
-            env[protocol.ENV_NO_TRACK] = "1"
-        elif not mlflow_run_id:
-            env[protocol.ENV_RUN_ID_FILE] = str(run_dir / protocol.RUN_ID_FILE)
-            env[protocol.ENV_PARENT_PID] = str(os.getpid())
-        if data_path:
-            env[protocol.ENV_DATA] = data_path
-        if prefer:
-            env[protocol.ENV_PREFER] = prefer
+        env = self._env(name, run_dir, data_path, mlflow_run_id, track, prefer)
         lock, sampler = self._claim_device(name)
         try:
             child = start_child(command, cwd=run_dir, env=env, limits=self.limits)
@@ -242,6 +230,30 @@ class Executor:
         if choice is not None and choice.fallback:
             leg.restart = restart
         return leg
+
+    def _env(
+        self,
+        engine: str,
+        run_dir: Path,
+        data_path: str | None,
+        mlflow_run_id: str | None,
+        track: bool,
+        prefer: str | None,
+    ) -> dict[str, str]:
+        env = self.child_env(run_id=mlflow_run_id if track else None, engine=engine)
+        env[protocol.ENV_RUN_DIR] = str(run_dir)
+        if not track or not mlflow_run_id:
+            env.pop(protocol.ENV_MLFLOW_RUN_ID, None)  # one inherited from our caller is not ours
+        if not track:
+            env[protocol.ENV_NO_TRACK] = "1"
+        elif not mlflow_run_id:
+            env[protocol.ENV_RUN_ID_FILE] = str(run_dir / protocol.RUN_ID_FILE)
+            env[protocol.ENV_PARENT_PID] = str(os.getpid())
+        if data_path:
+            env[protocol.ENV_DATA] = data_path
+        if prefer:
+            env[protocol.ENV_PREFER] = prefer
+        return env
 
     def _claim_device(self, engine: str) -> tuple[DeviceLock | None, MemorySampler | None]:
         """A GPU leg gets its device to itself, and its memory sampled."""
