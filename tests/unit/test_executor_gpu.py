@@ -154,3 +154,32 @@ def test_one_study_keeps_one_engine() -> None:
     gpu_spec = StudySpec(**{**spec.to_attr(), "engine": "gpu"})
     with pytest.raises(MlpilotError, match="this process runs on the cpu"):
         check_worker_engine(gpu_spec, None)
+
+
+def test_a_fallback_is_recorded_on_the_run() -> None:
+    from types import SimpleNamespace
+
+    from mlpilot.platform.agent.orchestrator import RunOutcome
+    from mlpilot.platform.agent.recording import _record_fallback, device_tags
+
+    tags: dict[str, str] = {}
+    logger = SimpleNamespace(set_tags=tags.update)
+    outcome = RunOutcome(status="RUNNING", session_id="s")
+    outcome.engine = {"requested": "auto", "used": "gpu", "reason": "auto: GPU probe passed"}
+    leg = SimpleNamespace(
+        engine="cpu",
+        fallback={
+            "from": "gpu",
+            "to": "cpu",
+            "error": "CUDA error: cudaErrorInsufficientDriver",
+            "reason": "auto: the gpu leg died before its first stage; rerun on the cpu",
+        },
+    )
+    _record_fallback(leg, logger, outcome)
+    assert outcome.engine["used"] == "cpu" and outcome.engine["fallback"]["from"] == "gpu"
+    assert tags["mlpilot.engine.used"] == "cpu" and "died before" in tags["mlpilot.engine.reason"]
+    assert any("cudaErrorInsufficientDriver" in note for note in outcome.notes)
+    mixed = {"device": "mixed", "cpu": ["OneHotEncoder"], "gpu": ["Ridge.fit"]}
+    assert device_tags({"train": mixed}) == {
+        "mlpilot.device.train": "mixed (OneHotEncoder on the CPU)"
+    }
