@@ -57,10 +57,18 @@ format: $(VENV)/.installed-dev
 	$(BIN)/ruff format .
 	$(BIN)/ruff check --fix .
 
-## gpu-check: on a machine with a CUDA GPU and the gpu extra installed
+## gpu-check: the one command on a GPU machine: installs the gpu extra, then checks where
+## every stage really runs (see README "Engines" for what it prints)
 gpu-check: $(VENV)/.installed-dev
-	$(BIN)/python -m pip install -q -e '.[gpu]'
-	$(BIN)/python -m pytest -m gpu -rs tests/gpu
+	$(BIN)/python -m pip install -q -e '.[gpu,dev]'
+	-$(BIN)/mlpilot doctor
+	$(BIN)/python -m pytest -m gpu -rs -v -s tests/gpu
+
+## bench: the stage table (CPU engine, and the GPU engine where usable); BENCH_ARGS=--full
+## for the write-up's sizes. Other benchmarks: benchmarks/{overhead,hpo,tracking,dashboard}.py
+BENCH_ARGS ?=
+bench: $(VENV)/.installed-dev
+	$(BIN)/python benchmarks/stages.py $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info .pytest_cache .ruff_cache

@@ -98,6 +98,12 @@ TAG_MODEL_DIGESTS = "mlpilot.model.sha256"
 # what the pipeline process ran under (DESIGN §8)
 TAG_CONTAINMENT_USER = "mlpilot.containment.user"
 TAG_CONTAINMENT_NETWORK = "mlpilot.containment.network"
+#: where one stage really ran: ``mlpilot.device.<stage>`` = gpu, cpu or "mixed (… on the CPU)"
+TAG_DEVICE_PREFIX = "mlpilot.device."
+#: why a stage's speedup was not reported: ``mlpilot.speedup.<stage>`` = the reason
+TAG_SPEEDUP_PREFIX = "mlpilot.speedup."
+#: the engine a trial was scored on (nested trial runs; Optuna user attribute too)
+TAG_TRIAL_ENGINE = "mlpilot.trial_engine"
 # registry lineage on model versions
 TAG_SOURCE_RUN = "mlpilot.source_run"
 TAG_METRIC_VALUE = "mlpilot.metric_value"
@@ -134,6 +140,16 @@ ATTR_SPEC = "mlpilot"
 ATTR_WORKER = "mlpilot.worker"
 ATTR_FAIL_REASON = "mlpilot.fail_reason"
 ATTR_EARLY_STOPPED = "mlpilot.early_stopped"
+#: the engine a trial was scored on (one study keeps one engine)
+ATTR_ENGINE = "mlpilot.engine"
+
+
+def device_tag(stage: str) -> str:
+    return f"{TAG_DEVICE_PREFIX}{stage}"
+
+
+def speedup_tag(stage: str) -> str:
+    return f"{TAG_SPEEDUP_PREFIX}{stage}"
 
 
 # -- metrics (DESIGN §3) -------------------------------------------------------------------------

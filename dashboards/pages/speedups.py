@@ -15,7 +15,8 @@ dash.register_page(__name__, path="/speedups", name="GPU speedups", title="mlpil
 
 
 def layout(**_: Any) -> html.Div:
-    benches = queries.benchmarks()
+    # engine comparisons (benchmarks/stages.py documents carry rows of their own)
+    benches = [b for b in queries.benchmarks() if b.get("stages")]
     options = [
         {
             "label": f"{b.get('experiment', '')} · {str(b.get('run_id', ''))[:8]} · {(b.get('dataset') or {}).get('rows', '?')} rows",
@@ -41,10 +42,12 @@ def layout(**_: Any) -> html.Div:
 
 @callback(Output("speedups-one", "children"), Input("speedups-choice", "value"))
 def show_one(bench_id: str | None) -> Any:
-    bench = next((b for b in queries.benchmarks() if str(b["_id"]) == bench_id), None)
+    bench = next(
+        (b for b in queries.benchmarks() if str(b["_id"]) == bench_id and b.get("stages")), None
+    )
     if bench is None:
         return empty("no engine comparison yet: run one with --engine compare")
-    stages = [s for s in bench.get("stages", {}) if s != "total"]
+    stages = [s for s in bench.get("stages", {}) if s not in ("total", "wall")]
     cpu = [bench["stages"][s].get("cpu_s") for s in stages]
     gpu = [bench["stages"][s].get("gpu_s") for s in stages]
     fig = go.Figure(
@@ -71,11 +74,39 @@ def show_one(bench_id: str | None) -> Any:
         [
             text_block(status, id="speedups-status"),
             dcc.Graph(figure=fig, id="speedups-bars"),
+            _stage_table(bench),
             html.P(
-                f"hardware: {hardware.get('cpu_count', '?')} CPU cores, GPU: {hardware.get('gpu') or 'none'}"
+                f"hardware: {hardware.get('cpu') or '?'}, {hardware.get('cpu_count', '?')} CPU "
+                f"cores, GPU: {hardware.get('gpu') or 'none'}"
             ),
         ]
     )
+
+
+def _stage_table(bench: dict[str, Any]) -> html.Table:
+    """Each stage's times, where each leg really ran, and its speedup or why it has none."""
+    header = ("stage", "CPU s", "GPU s", "CPU device", "GPU device", "speedup")
+    rows = []
+    for stage, row in (bench.get("stages") or {}).items():
+        speedup = f"{row['speedup']:.2f}×" if row.get("speedup") else (row.get("refused") or "—")
+        cells = (
+            stage,
+            _seconds(row.get("cpu_s")),
+            _seconds(row.get("gpu_s")),
+            row.get("cpu_device") or "—",
+            row.get("gpu_device") or "—",
+            speedup,
+        )
+        rows.append(html.Tr([html.Td(str(c)) for c in cells]))
+    return html.Table(
+        [html.Thead(html.Tr([html.Th(h) for h in header])), html.Tbody(rows)],
+        id="speedups-table",
+        className="table",
+    )
+
+
+def _seconds(value: Any) -> str:
+    return f"{value:.2f}" if isinstance(value, (int, float)) else "—"
 
 
 def _across(benches: list[dict[str, Any]]) -> Any:

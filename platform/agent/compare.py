@@ -1,45 +1,226 @@
-"""Engine comparison: the same script and seed on the CPU and on the GPU, per-stage speedups.
+"""Engine comparison: the same script and seed on the CPU and on the GPU, fairly timed.
 
-The CPU leg logs into the parent run; the GPU leg logs into a nested run. A GPU leg that
-cannot run is recorded as unavailable with the reason — its timings are never estimated.
+What makes a ratio honest here:
+
+- **Warm-up, then the best of N.** When the GPU leg can run, each leg runs once untracked
+  (page cache, CUDA kernel caches, lazy imports) and then N times (``MLPILOT_COMPARE_REPEAT``
+  / ``mlpilot run --repeat``), the legs alternating which goes first; each stage's time is
+  the best of the N runs. The first measured round is the tracked one: the CPU leg logs into
+  the parent run, the GPU leg into a nested run.
+- **Whole-process wall time** (interpreter, imports, CUDA context, memory pool) is reported
+  beside the stage table, and so is the start-up before the first stage.
+- **The same clean-up** after every stage in both legs (``context.release_stage_memory``).
+- **The same model.** A speedup is refused when the legs' test metrics differ by more than
+  ``MLPILOT_COMPARE_TOLERANCE``: the legs would not have fitted the same thing.
+- **Only where the GPU really ran.** A stage's speedup exists only when the GPU leg
+  measured it on the GPU (``ml/devices.py``); other stages say why they have none. The
+  end-to-end rows (``total``, ``wall``) compare the two engines and need at least one stage
+  that really ran on the GPU.
+
+A GPU leg that cannot run is recorded as unavailable with the reason, its timings are
+never estimated, and then the CPU leg runs once (there is nothing to compare it with).
 """
 
 from __future__ import annotations
 
+import logging
+import os
 import platform as stdlib_platform
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mlpilot.platform.execution import Executor, LegResult, cuda_device_status, gpu_libraries_status
+from mlpilot.platform.execution import (
+    Executor,
+    LegResult,
+    cuda_device_status,
+    gpu_probe,
+)
+from mlpilot.platform.ml.devices import cuda_driver_report, describe_device
+from mlpilot.platform.ml.protocol import DEVICE_GPU
 from mlpilot.tracking import vocab
+
+logger = logging.getLogger(__name__)
+
+#: rows that compare the whole engines rather than one stage
+ENGINE_ROWS = ("total", "wall")
 
 
 def hardware_description() -> dict[str, Any]:
-    import os
-
-    gpu = cuda_device_status()
+    """The machine a comparison ran on, as far as it can be read without a GPU package."""
+    gpu = cuda_driver_report()
+    memory_gb = None
+    try:
+        memory_gb = round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1)
+    except (ValueError, OSError, AttributeError) as exc:
+        logger.debug("physical memory unknown: %s", exc)
     return {
-        "cpu": stdlib_platform.processor() or stdlib_platform.machine(),
+        "cpu": _cpu_model() or stdlib_platform.processor() or stdlib_platform.machine(),
         "cpu_count": os.cpu_count(),
+        "memory_gb": memory_gb,
         "system": stdlib_platform.platform(),
-        "gpu": gpu.name if gpu.usable else None,
+        "gpu": gpu.name if gpu.ok else None,
         "gpu_count": gpu.devices,
+        "gpu_capability": ".".join(map(str, gpu.capability)) if gpu.ok else None,
+        "cuda_driver": gpu.driver_version or None,
     }
 
 
-def gpu_leg_status() -> tuple[bool, str]:
+def _cpu_model() -> str | None:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as fh:
+            for line in fh:
+                if line.lower().startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError as exc:
+        logger.debug("no /proc/cpuinfo: %s", exc)
+    return None
+
+
+def gpu_leg_status(settings: Any = None) -> tuple[bool, str]:
+    """Can the GPU leg run: a device the driver reports, and a GPU probe that passes."""
     device = cuda_device_status()
     if not device.usable:
         return False, device.reason
-    return gpu_libraries_status()
+    verdict = gpu_probe(settings)
+    return verdict.usable, verdict.reason
 
 
-def speedups(cpu: dict[str, float], gpu: dict[str, float]) -> dict[str, float]:
-    return {
-        stage: round(cpu[stage] / gpu[stage], 4) for stage in cpu if stage in gpu and gpu[stage] > 0
-    }
+# -- the statistics (pure: tested on the CPU with recorded results) ----------------------------------
+def best_timings(timings: list[dict[str, float]]) -> dict[str, float]:
+    """Each stage's best (smallest) time over the runs that have it."""
+    best: dict[str, float] = {}
+    for run in timings:
+        for stage, seconds in run.items():
+            if seconds is not None and (stage not in best or seconds < best[stage]):
+                best[stage] = float(seconds)
+    return best
+
+
+def metrics_agree(
+    cpu: dict[str, float], gpu: dict[str, float], tolerance: float
+) -> tuple[bool, str]:
+    """Do the legs' test metrics agree within ``tolerance``? (relative; absolute for
+    scores within [-1, 1], where a relative rule would be meaningless near zero)"""
+    shared = sorted(k for k in cpu if k.startswith("test_") and k in gpu)
+    if not shared:
+        return False, "the legs share no test metric to check that they fitted the same model"
+    worst, detail = 0.0, ""
+    for name in shared:
+        a, b = float(cpu[name]), float(gpu[name])
+        scale = max(abs(a), abs(b), 1.0)
+        gap = abs(a - b) / scale
+        if gap > worst:
+            worst, detail = gap, f"{name}: CPU {a:.6g}, GPU {b:.6g}"
+    if worst > tolerance:
+        return False, f"the legs' test metrics differ by {worst:.1%} > {tolerance:.1%} ({detail})"
+    return True, f"test metrics agree within {tolerance:.1%}"
+
+
+def speedup_rows(
+    cpu: LegSummary, gpu: LegSummary | None, gpu_reason: str, agree: tuple[bool, str]
+) -> dict[str, dict[str, Any]]:
+    """Per stage: CPU and GPU seconds, the devices, and the speedup or why there is none."""
+    rows: dict[str, dict[str, Any]] = {}
+    any_gpu = gpu is not None and any(
+        (record or {}).get("device") == DEVICE_GPU for record in gpu.devices.values()
+    )
+    for stage, cpu_s in cpu.timings.items():
+        gpu_s = gpu.timings.get(stage) if gpu is not None else None
+        row: dict[str, Any] = {
+            "cpu_s": cpu_s,
+            "gpu_s": gpu_s,
+            "speedup": None,
+            "cpu_device": describe_device(cpu.devices.get(stage))
+            if stage not in ENGINE_ROWS
+            else "cpu",
+            "gpu_device": _gpu_device(gpu, stage),
+            "refused": None,
+        }
+        row["refused"] = _refusal(stage, row, gpu, gpu_reason, agree, any_gpu)
+        if row["refused"] is None and gpu_s:
+            row["speedup"] = round(cpu_s / gpu_s, 4)
+        rows[stage] = row
+    return rows
+
+
+def _gpu_device(gpu: LegSummary | None, stage: str) -> str | None:
+    if gpu is None:
+        return None
+    if stage in ENGINE_ROWS:
+        devices = [r.get("device") for r in gpu.devices.values() if r]
+        on_gpu = sum(d == DEVICE_GPU for d in devices)
+        return (
+            "gpu"
+            if devices and on_gpu == len(devices)
+            else f"mixed ({on_gpu} of {len(devices)} stages on the GPU)"
+        )
+    return describe_device(gpu.devices.get(stage))
+
+
+def _refusal(
+    stage: str,
+    row: dict[str, Any],
+    gpu: LegSummary | None,
+    gpu_reason: str,
+    agree: tuple[bool, str],
+    any_gpu: bool,
+) -> str | None:
+    if gpu is None:
+        return f"GPU leg unavailable: {gpu_reason}"
+    if not row["gpu_s"]:
+        return "the GPU leg did not time this stage"
+    if not agree[0]:
+        return agree[1]
+    if stage in ENGINE_ROWS:
+        return None if any_gpu else "no stage of the GPU leg ran on the GPU"
+    record = gpu.devices.get(stage) or {}
+    if record.get("device") != DEVICE_GPU:
+        return f"ran {describe_device(record)} in the GPU leg, not on the GPU"
+    return None
+
+
+@dataclass
+class LegSummary:
+    """A leg's measured runs reduced to what the table shows."""
+
+    engine: str
+    tracked: LegResult
+    runs: list[LegResult] = field(default_factory=list)
+
+    @property
+    def timings(self) -> dict[str, float]:
+        best = best_timings([r.result.timings for r in self.runs if r.result is not None])
+        best["wall"] = round(min(r.child.duration_s for r in self.runs), 4)
+        return best
+
+    @property
+    def devices(self) -> dict[str, dict[str, Any]]:
+        return dict(self.tracked.result.devices) if self.tracked.result else {}
+
+    @property
+    def metrics(self) -> dict[str, float]:
+        return dict(self.tracked.result.metrics) if self.tracked.result else {}
+
+    @property
+    def startup_s(self) -> float | None:
+        values = [r.result.startup_s for r in self.runs if r.result and r.result.startup_s]
+        return min(values) if values else None
+
+    @property
+    def gpu_peak_memory_mb(self) -> float | None:
+        values = [r.gpu_peak_memory_mb for r in self.runs if r.gpu_peak_memory_mb is not None]
+        return max(values) if values else None
+
+
+# -- running the legs --------------------------------------------------------------------------------
+@dataclass
+class Measured:
+    cpu: LegSummary | None
+    gpu: LegSummary | None
+    gpu_reason: str
+    cpu_leg: LegResult  # the tracked CPU leg: the run's own result
 
 
 def run_comparison(
@@ -54,34 +235,166 @@ def run_comparison(
     outcome: Any,
     profile: Any,
 ) -> LegResult:
-    cpu = executor.run_leg(
-        script=script,
-        run_dir=run_dir,
-        engine="cpu",
-        data_path=data_path,
-        mlflow_run_id=logger.run_id,
-        on_event=on_event,
+    """Both legs, fairly timed (see the module's docstring); returns the tracked CPU leg."""
+    available, reason = gpu_leg_status(executor.settings)
+    if available:
+        measured = _measure(executor, script, run_dir, data_path, logger, on_event)
+    else:
+        cpu = executor.run_leg(
+            script=script,
+            run_dir=run_dir,
+            engine="cpu",
+            data_path=data_path,
+            mlflow_run_id=logger.run_id,
+            on_event=on_event,
+        )
+        summary = LegSummary("cpu", cpu, [cpu]) if cpu.ok else None
+        measured = Measured(summary, None, reason, cpu)
+    _record(executor, measured, run_dir, data_path, logger, store, outcome, profile)
+    return measured.cpu_leg
+
+
+def _note(on_event: Any, message: str) -> None:
+    if on_event is None:
+        return
+    from datetime import datetime, timezone
+
+    from mlpilot.platform.ml.protocol import PipelineEvent
+
+    at = datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+    on_event(PipelineEvent(type="note", at=at, message=message))
+
+
+def _measure(
+    executor: Executor,
+    script: Path,
+    run_dir: Path,
+    data_path: str | None,
+    logger: Any,
+    on_event: Any,
+) -> Measured:
+    repeat = executor.settings.compare_repeat
+    extra = run_dir / "compare"
+
+    def leg(engine: str, folder: Path, run_id: str | None = None, events: Any = None) -> LegResult:
+        return executor.run_leg(
+            script=script,
+            run_dir=folder,
+            engine=engine,
+            data_path=data_path,
+            mlflow_run_id=run_id,
+            on_event=events,
+            track=run_id is not None,
+            prefer="gpu",  # both legs fit the model the GPU engine would
+        )
+
+    _note(on_event, f"compare: one warm-up run per engine, then the best of {repeat}")
+    leg("cpu", extra / "warmup-cpu")
+    warm = leg("gpu", extra / "warmup-gpu")
+    gpu_failed = (
+        None if warm.ok else f"the GPU leg failed in its warm-up: {warm.failure()['message']}"
     )
-    cpu_timings = cpu.result.timings if cpu.result else {}
-    available, reason = gpu_leg_status()
-    gpu_doc: dict[str, Any] = {"available": available, "reason": reason}
-    stages: dict[str, dict[str, Any]] = {
-        stage: {"cpu_s": seconds, "gpu_s": None, "speedup": None}
-        for stage, seconds in cpu_timings.items()
-    }
-    if available and cpu.ok:
-        leg = GpuLeg(executor, script, run_dir, data_path, on_event)
-        leg.run(logger, cpu_timings, stages, gpu_doc, outcome)
-    elif not cpu.ok:
-        gpu_doc.update(available=False, reason="not run: the CPU leg failed")
-    logger.set_tags(
+    cpu_runs: list[LegResult] = []
+    gpu_runs: list[LegResult] = []
+    for i in range(repeat):
+        for engine in ("cpu", "gpu") if i % 2 == 0 else ("gpu", "cpu"):
+            if engine == "gpu" and gpu_failed:
+                continue
+            if engine == "cpu":
+                done = (
+                    leg("cpu", run_dir, logger.run_id, on_event)
+                    if i == 0
+                    else leg("cpu", extra / f"run{i}-cpu")
+                )
+                cpu_runs.append(done)
+                if not done.ok:
+                    return Measured(None, None, "not run: the CPU leg failed", done)
+                continue
+            done = _gpu_run(leg, logger, run_dir, extra, i, on_event)
+            if done.ok:
+                gpu_runs.append(done)
+            else:
+                gpu_failed = f"the GPU leg failed: {done.failure()['message']}"
+        _note(on_event, f"compare: round {i + 1} of {repeat} done")
+    cpu = LegSummary("cpu", cpu_runs[0], cpu_runs)
+    gpu = LegSummary("gpu", gpu_runs[0], gpu_runs) if gpu_runs and not gpu_failed else None
+    return Measured(cpu, gpu, gpu_failed or "ran", cpu_runs[0])
+
+
+def _gpu_run(leg: Any, logger: Any, run_dir: Path, extra: Path, i: int, on_event: Any) -> LegResult:
+    """A GPU run; the first measured one logs into a nested MLflow run with its devices."""
+    if i > 0:
+        return leg("gpu", extra / f"run{i}-gpu")
+    child = logger.child(
+        "engine-gpu", tags={vocab.TAG_KIND: vocab.KIND_ENGINE_LEG, vocab.TAG_ENGINE: "gpu"}
+    )
+    done = leg("gpu", run_dir / "gpu", child.run_id, on_event)
+    if done.result is not None and done.result.devices:
+        from mlpilot.platform.agent.recording import device_tags
+
+        child.set_tags(device_tags(done.result.devices))
+    child.end((vocab.RunState.SUCCEEDED if done.ok else vocab.RunState.FAILED).mlflow_status)
+    return done
+
+
+def _record(
+    executor: Executor,
+    measured: Measured,
+    run_dir: Path,
+    data_path: str | None,
+    logger: Any,
+    store: Any,
+    outcome: Any,
+    profile: Any,
+) -> None:
+    """Speedups (only the honest ones), the reasons for the rest, the benchmark document."""
+    settings = executor.settings
+    cpu, gpu = measured.cpu, measured.gpu
+    agree = (
+        metrics_agree(cpu.metrics, gpu.metrics, settings.compare_tolerance)
+        if cpu is not None and gpu is not None
+        else (False, "")
+    )
+    rows = speedup_rows(cpu, gpu, measured.gpu_reason, agree) if cpu is not None else {}
+    speedups = {f"speedup_{s}": r["speedup"] for s, r in rows.items() if r["speedup"] is not None}
+    if speedups:
+        logger.log_metrics(speedups)
+        outcome.metrics.update(speedups)
+    if gpu is not None:
+        logger.log_metrics({f"gpu_time_{k}_s": v for k, v in gpu.timings.items()})
+    ran = gpu is not None
+    tags = {vocab.TAG_COMPARE_GPU: "ran" if ran else f"unavailable: {measured.gpu_reason}"[:500]}
+    tags.update(
         {
-            vocab.TAG_COMPARE_GPU: "ran"
-            if gpu_doc["available"]
-            else f"unavailable: {gpu_doc['reason']}"[:500]
+            vocab.speedup_tag(s): f"refused: {r['refused']}"[:500]
+            for s, r in rows.items()
+            if r["refused"]
         }
     )
-    benchmark = {
+    logger.set_tags(tags)
+    benchmark = _benchmark(settings, measured, rows, agree, data_path, logger, outcome, profile)
+    store.save_benchmark(uuid.uuid4().hex, benchmark)
+    logger.log_dict(benchmark, "benchmark.json")
+    refused = sum(1 for r in rows.values() if r["refused"])
+    outcome.notes.append(
+        ("GPU leg: ran" if ran else f"GPU leg: unavailable ({measured.gpu_reason})")
+        + f"; {len(speedups)} speedup(s) reported, {refused} refused (reasons in benchmark.json)"
+    )
+
+
+def _benchmark(
+    settings: Any,
+    measured: Measured,
+    rows: dict[str, dict[str, Any]],
+    agree: tuple[bool, str],
+    data_path: str | None,
+    logger: Any,
+    outcome: Any,
+    profile: Any,
+) -> dict[str, Any]:
+    """The ``benchmarks`` document (DESIGN §5)."""
+    cpu, gpu = measured.cpu, measured.gpu
+    return {
         "run_id": logger.run_id,
         "experiment": outcome.experiment,
         "dataset": {
@@ -89,58 +402,27 @@ def run_comparison(
             "rows": getattr(profile, "rows", None),
             "cols": len(getattr(profile, "columns", []) or []),
         },
-        "stages": stages,
-        "gpu": gpu_doc,
+        "stages": rows,
+        "method": {
+            "repeat": len(cpu.runs) if cpu is not None else 0,
+            "warmup": gpu is not None or measured.gpu_reason.startswith("the GPU leg failed"),
+            "statistic": "best stage time over the measured runs; wall = whole process",
+            "tolerance": settings.compare_tolerance,
+        },
+        "startup_s": {
+            "cpu": cpu.startup_s if cpu is not None else None,
+            "gpu": gpu.startup_s if gpu is not None else None,
+        },
+        "metrics": {
+            "cpu": {k: v for k, v in (cpu.metrics if cpu else {}).items() if k.startswith("test_")},
+            "gpu": {k: v for k, v in (gpu.metrics if gpu else {}).items() if k.startswith("test_")},
+            "agree": agree[0] if gpu is not None else None,
+            "detail": agree[1] or None,
+        },
+        "gpu": {
+            "available": gpu is not None,
+            "reason": measured.gpu_reason,
+            "peak_memory_mb": gpu.gpu_peak_memory_mb if gpu is not None else None,
+        },
         "hardware": hardware_description(),
     }
-    store.save_benchmark(uuid.uuid4().hex, benchmark)
-    logger.log_dict(benchmark, "benchmark.json")
-    outcome.notes.append(
-        "GPU leg: " + ("ran" if gpu_doc["available"] else f"unavailable ({gpu_doc['reason']})")
-    )
-    return cpu
-
-
-@dataclass
-class GpuLeg:
-    """The GPU leg of a comparison, logging into a nested run of the parent."""
-
-    executor: Executor
-    script: Path
-    run_dir: Path
-    data_path: str | None
-    on_event: Any
-
-    def run(
-        self,
-        logger: Any,
-        cpu_timings: dict[str, float],
-        stages: dict[str, dict[str, Any]],
-        gpu_doc: dict[str, Any],
-        outcome: Any,
-    ) -> None:
-        """Run it; its timings and speedups go into ``stages``, a failure into ``gpu_doc``."""
-        child = logger.child(
-            "engine-gpu", tags={vocab.TAG_KIND: vocab.KIND_ENGINE_LEG, vocab.TAG_ENGINE: "gpu"}
-        )
-        gpu = self.executor.run_leg(
-            script=self.script,
-            run_dir=self.run_dir / "gpu",
-            engine="gpu",
-            data_path=self.data_path,
-            mlflow_run_id=child.run_id,
-            on_event=self.on_event,
-        )
-        child.end((vocab.RunState.SUCCEEDED if gpu.ok else vocab.RunState.FAILED).mlflow_status)
-        gpu_timings = gpu.result.timings if gpu.result else {}
-        if not gpu.ok:
-            gpu_doc.update(
-                available=False, reason=f"the GPU leg failed: {gpu.failure()['message']}"
-            )
-            return
-        ratios = speedups(cpu_timings, gpu_timings)
-        for stage, ratio in ratios.items():
-            stages[stage].update(gpu_s=gpu_timings[stage], speedup=ratio)
-        logger.log_metrics({f"speedup_{k}": v for k, v in ratios.items()})
-        outcome.metrics.update({f"speedup_{k}": v for k, v in ratios.items()})
-        logger.log_metrics({f"gpu_time_{k}_s": v for k, v in gpu_timings.items()})

@@ -27,7 +27,7 @@ from mlpilot.platform.ml.protocol import SCRIPT_FILE
 
 if TYPE_CHECKING:
     from mlpilot.platform.agent.tracked_run import TrackedRun
-    from mlpilot.platform.execution import LegResult
+    from mlpilot.platform.execution import EngineChoice, LegResult
 
 logger = logging.getLogger(__name__)
 
@@ -47,12 +47,12 @@ def launch(
         script = _write_script(run.run_dir, source)
         if engine.used == "compare":
             return Comparison(executor, script, prepared, run)
-        return _start_leg(executor, engine.used, prepared, script, run.run_id)
+        return _start_leg(executor, engine, prepared, script, run.run_id)
     if engine.used == "compare":
         raise MlpilotError("an engine comparison starts once its run exists")
     run_dir = new_run_dir(runs_dir)
     try:
-        return _start_leg(executor, engine.used, prepared, _write_script(run_dir, source), None)
+        return _start_leg(executor, engine, prepared, _write_script(run_dir, source), None)
     except BaseException:
         shutil.rmtree(run_dir, ignore_errors=True)  # no run refers to it
         raise
@@ -65,8 +65,14 @@ def _write_script(run_dir: Path, source: str) -> Path:
 
 
 def _start_leg(
-    executor: PipelineExecutor, engine: str, prepared: PreparedRun, script: Path, run_id: str | None
+    executor: PipelineExecutor,
+    engine: EngineChoice,
+    prepared: PreparedRun,
+    script: Path,
+    run_id: str | None,
 ) -> Leg:
+    # the whole choice, so that an auto GPU leg that dies before its first stage reruns on
+    # the CPU (the executor's fallback)
     return executor.start_leg(
         script=script,
         run_dir=script.parent,

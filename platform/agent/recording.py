@@ -29,24 +29,25 @@ def record_result(leg: Any, logger: Any, store: Any, outcome: RunOutcome, run_id
     outcome.study = result.study
     outcome.main_metric = result.main_metric
     outcome.notes.extend(n for n in result.notes if n not in outcome.notes)
+    _record_fallback(leg, logger, outcome)
     timings = {
         "stages_s": outcome.timings,
+        # DESIGN §4: the device each stage really ran on, measured in the pipeline
+        "devices": result.devices,
+        "accelerators": result.accelerators,
+        "startup_s": result.startup_s,
+        "wall_s": round(leg.child.duration_s, 4),
         "stage_peak_memory_mb": result.stage_memory_mb,
         "peak_memory_mb": result.peak_memory_mb,
+        "gpu_peak_memory_mb": getattr(leg, "gpu_peak_memory_mb", None),
         "engine": outcome.engine,
     }
     logger.log_dict(timings, "timings.json")
+    if result.devices:
+        logger.set_tags(device_tags(result.devices))
     fields = _run_fields(result, outcome)
-    if getattr(leg, "containment", None) is not None:  # what the child ran under
-        contained = leg.containment.to_dict()
-        fields["containment"] = contained
-        logger.log_dict(contained, "containment.json")
-        logger.set_tags(
-            {
-                vocab.TAG_CONTAINMENT_USER: contained["user"],
-                vocab.TAG_CONTAINMENT_NETWORK: contained["network"],
-            }
-        )
+    fields["devices"] = result.devices
+    _record_containment(leg, logger, fields)
     store.update_run(run_id, fields)
     if result.target:
         logger.set_tags(
@@ -56,6 +57,48 @@ def record_result(leg: Any, logger: Any, store: Any, outcome: RunOutcome, run_id
                 vocab.TAG_METRIC: outcome.main_metric or "",
             }
         )
+
+
+def _record_containment(leg: Any, logger: Any, fields: dict[str, Any]) -> None:
+    """What the child ran under: containment.json, two tags, and the MongoDB run's field."""
+    if getattr(leg, "containment", None) is None:
+        return
+    contained = leg.containment.to_dict()
+    fields["containment"] = contained
+    logger.log_dict(contained, "containment.json")
+    logger.set_tags(
+        {
+            vocab.TAG_CONTAINMENT_USER: contained["user"],
+            vocab.TAG_CONTAINMENT_NETWORK: contained["network"],
+        }
+    )
+
+
+def device_tags(devices: dict[str, dict[str, Any]]) -> dict[str, str]:
+    """``mlpilot.device.<stage>``: gpu, cpu, or mixed with what ran on the CPU."""
+    from mlpilot.platform.ml.devices import describe_device
+
+    return {
+        vocab.device_tag(stage): describe_device(record)[:500] for stage, record in devices.items()
+    }
+
+
+def _record_fallback(leg: Any, logger: Any, outcome: RunOutcome) -> None:
+    """An ``auto`` run whose GPU leg died before its first stage and reran on the CPU."""
+    fallback = getattr(leg, "fallback", None)
+    if not fallback:
+        return
+    from mlpilot.tracking.mlflow_store import engine_tags
+
+    engine = dict(outcome.engine or {})
+    engine.update(used=leg.engine, reason=fallback["reason"], fallback=fallback)
+    outcome.engine = engine
+    note = f"the GPU leg died before its first stage ({fallback['error']}); rerun on the CPU"
+    if note not in outcome.notes:
+        outcome.notes.append(note)
+    logger.set_tags(
+        engine_tags(str(engine.get("requested") or "auto"), leg.engine, fallback["reason"])
+    )
 
 
 def _run_fields(result: PipelineResult, outcome: RunOutcome) -> dict[str, Any]:
@@ -81,6 +124,8 @@ def _run_fields(result: PipelineResult, outcome: RunOutcome) -> dict[str, Any]:
         fields["dataset.rows"] = result.data["rows"]
     if result.labels:  # classes, and the positive one of a binary task
         fields["labels"] = result.labels
+    if outcome.engine:
+        fields["engine"] = outcome.engine
     return fields
 
 

@@ -17,7 +17,7 @@ from mlpilot.platform.ml.protocol import PipelineEvent
 
 if TYPE_CHECKING:
     from mlpilot.platform.config import Settings
-    from mlpilot.platform.execution import LegResult
+    from mlpilot.platform.execution import EngineChoice, LegResult
 
 logger = logging.getLogger(__name__)
 
@@ -97,12 +97,14 @@ class Leg(Protocol):
 class PipelineExecutor(Protocol):
     """Starts pipelines in contained children (``execution.Executor``)."""
 
+    settings: Settings
+
     def start_leg(
         self,
         *,
         script: Path,
         run_dir: Path,
-        engine: str,
+        engine: str | EngineChoice,
         data_path: str | None,
         mlflow_run_id: str | None,
     ) -> Leg: ...

@@ -126,6 +126,15 @@ def run(
         str | None,
         typer.Option("--plan", help="Run this plan (JSON, as printed by mlpilot plan --json)."),
     ] = None,
+    repeat: Annotated[
+        int | None,
+        typer.Option(
+            "--repeat",
+            min=1,
+            help="--engine compare: measured runs per leg after one warm-up, best reported "
+            "(default: MLPILOT_COMPARE_REPEAT, 3).",
+        ),
+    ] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print the outcome as JSON.")] = False,
     allow_read: AllowReadOpt = None,
     adapter: AdapterOpt = None,
@@ -150,7 +159,12 @@ def run(
         adapter=adapter,
     )
     progress = ConsoleProgress(quiet=json_out)
-    outcome = run_request(request, progress=progress)
+    settings = None
+    if repeat is not None:
+        from mlpilot.platform.config import get_settings
+
+        settings = get_settings().with_overrides(compare_repeat=repeat)
+    outcome = run_request(request, progress=progress, settings=settings)
     if json_out:
         print_json(outcome.to_dict())
     else:

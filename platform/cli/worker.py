@@ -42,7 +42,11 @@ def worker(
     ] = None,
     engine: Annotated[
         str | None,
-        typer.Option("--engine", help="cpu or gpu (XGBoost on the GPU); default: the study's."),
+        typer.Option(
+            "--engine",
+            help="cpu or gpu; default and only choice: the study's (gpu runs this worker "
+            "under python -m cudf.pandas -m cuml.accel, Dask workers through dask-cuda).",
+        ),
     ] = None,
     dask: Annotated[
         str | None,
@@ -62,6 +66,8 @@ def worker(
 
     if engine not in (None, "cpu", "gpu"):
         fail(f"--engine {engine!r} is not valid: use cpu or gpu")
+    if _needs_gpu_command(study, storage, engine):
+        raise typer.Exit(_relaunch_on_gpu())
     progress = ConsoleProgress(quiet=json_out)  # the trial bar starts with the first trial
     report = run_worker(
         study,
@@ -79,6 +85,38 @@ def worker(
         print_json(report.to_dict())
         return
     _print(report)
+
+
+def _needs_gpu_command(study: str, storage: str | None, engine: str | None) -> bool:
+    """A GPU study (or --engine gpu) in a process not yet under cudf.pandas + cuml.accel."""
+    from mlpilot.platform.ml.devices import process_engine
+    from mlpilot.platform.ml.hpo.worker import study_engine
+
+    if process_engine() == "gpu":
+        return False
+    return (engine or study_engine(study, storage)) == "gpu"
+
+
+def _relaunch_on_gpu() -> int:
+    """Run this same command through the GPU engine's command line; its exit code."""
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from mlpilot.platform.execution import cuda_device_status, engine_command
+    from mlpilot.platform.ml import protocol
+
+    device = cuda_device_status()
+    if not device.usable:
+        fail(f"the study runs on the GPU, but {device.reason}")
+    script = str(Path(__file__).resolve().with_name("_accelerated.py"))
+    env = dict(os.environ)
+    env[protocol.ENV_WORKER_ARGV] = json.dumps(sys.argv[1:])
+    env[protocol.ENV_ENGINE_USED] = "gpu"
+    # the user's own process: their environment (storage and tracking credentials) is theirs
+    return subprocess.call(engine_command("gpu", script, []), env=env)
 
 
 def _elapsed(report: Any) -> float:

@@ -14,6 +14,7 @@ import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from mlpilot.platform.errors import SettingsError
 
@@ -64,10 +65,37 @@ def _optional_positive(name: str, value: str | None) -> float | None:
     return _positive_float(name, value)
 
 
-def _optional_int(name: str, value: str | None) -> int | None:
-    if value is None or value.strip() == "":
-        return None
-    return _positive_int(name, value)
+def _limit_settings(get: Callable[[str, str], str | None]) -> dict[str, Any]:
+    """A pipeline process's limits and who it runs as (DESIGN §8)."""
+    return {
+        "max_file_mb": _positive_float(
+            "MLPILOT_MAX_FILE_MB", get("MLPILOT_MAX_FILE_MB", "2048") or "2048"
+        ),
+        "max_run_disk_mb": _positive_float(
+            "MLPILOT_MAX_RUN_DISK_MB", get("MLPILOT_MAX_RUN_DISK_MB", "10240") or "10240"
+        ),
+        "max_processes": _positive_int(
+            "MLPILOT_MAX_PROCESSES", get("MLPILOT_MAX_PROCESSES", "1024") or "1024"
+        ),
+        "child_user": _choice(
+            "MLPILOT_CHILD_USER", get("MLPILOT_CHILD_USER", "auto") or "auto", CHILD_USERS
+        ),
+    }
+
+
+def _gpu_settings(get: Callable[[str, str], str | None]) -> dict[str, Any]:
+    """The engine comparison's and the GPU probe's settings."""
+    return {
+        "compare_repeat": _positive_int(
+            "MLPILOT_COMPARE_REPEAT", get("MLPILOT_COMPARE_REPEAT", "3") or "3"
+        ),
+        "compare_tolerance": _positive_float(
+            "MLPILOT_COMPARE_TOLERANCE", get("MLPILOT_COMPARE_TOLERANCE", "0.02") or "0.02"
+        ),
+        "gpu_probe_ttl_s": _positive_float(
+            "MLPILOT_GPU_PROBE_TTL", get("MLPILOT_GPU_PROBE_TTL", "86400") or "86400"
+        ),
+    }
 
 
 def _omp_threads(value: str | None) -> int | None:
@@ -194,6 +222,13 @@ class Settings:
     #: who a pipeline runs as when mlpilot runs as root: auto (a dedicated unprivileged
     #: user), or none (stay root: only for debugging containment itself)
     child_user: str = "auto"
+    #: --engine compare: measured runs per leg after one warm-up (the best is reported)
+    compare_repeat: int = 3
+    #: --engine compare: largest difference of the legs' test metrics a speedup accepts
+    #: (relative, or absolute for scores within [-1, 1])
+    compare_tolerance: float = 0.02
+    #: how long a GPU probe verdict is trusted for one environment, seconds
+    gpu_probe_ttl_s: float = 86400.0
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -239,20 +274,8 @@ class Settings:
                 "MLPILOT_LOG_LEVEL", get("MLPILOT_LOG_LEVEL", "WARNING") or "WARNING", LOG_LEVELS
             ).upper(),
             threads=_omp_threads(get("OMP_NUM_THREADS")),
-            max_file_mb=_positive_float(
-                "MLPILOT_MAX_FILE_MB", get("MLPILOT_MAX_FILE_MB", "2048") or "2048"
-            ),
-            max_run_disk_mb=_positive_float(
-                "MLPILOT_MAX_RUN_DISK_MB", get("MLPILOT_MAX_RUN_DISK_MB", "10240") or "10240"
-            ),
-            max_processes=int(
-                _positive_float(
-                    "MLPILOT_MAX_PROCESSES", get("MLPILOT_MAX_PROCESSES", "1024") or "1024"
-                )
-            ),
-            child_user=_choice(
-                "MLPILOT_CHILD_USER", get("MLPILOT_CHILD_USER", "auto") or "auto", CHILD_USERS
-            ),
+            **_limit_settings(get),
+            **_gpu_settings(get),
         )
 
     @property

@@ -13,6 +13,7 @@ from typing import Any
 
 from mlpilot.platform.config import Settings
 from mlpilot.platform.execution._launch import FAILED_TO_CONTAIN
+from mlpilot.platform.execution.commands import leg_env
 from mlpilot.platform.execution.containment import (
     Containment,
     address_space_mb,
@@ -26,6 +27,8 @@ from mlpilot.platform.execution.engines import (
     gpu_libraries_status,
     resolve_engine,
 )
+from mlpilot.platform.execution.gpu import DeviceLock, MemorySampler
+from mlpilot.platform.execution.probe import ProbeVerdict, gpu_probe
 from mlpilot.platform.execution.sandbox import (
     Cancel,
     ChildResult,
@@ -46,10 +49,14 @@ __all__ = [
     "GpuStatus",
     "LegResult",
     "Limits",
+    "ProbeVerdict",
     "StartedLeg",
+    "completed_stages",
     "cuda_device_status",
     "engine_command",
     "gpu_libraries_status",
+    "gpu_probe",
+    "leg_env",
     "resolve_engine",
     "scrubbed_env",
 ]
@@ -65,6 +72,10 @@ class LegResult:
     run_dir: Path
     unreadable: str | None = None  # why result.json could not be read
     containment: Containment | None = None  # what the child ran under
+    #: peak device memory above the leg's start, MiB (GPU legs where NVML answers)
+    gpu_peak_memory_mb: float | None = None
+    #: set when an auto GPU leg died before its first stage and this is its CPU rerun
+    fallback: dict[str, Any] | None = None
 
     @property
     def ok(self) -> bool:
@@ -156,34 +167,21 @@ class Executor:
         self.python = python
 
     def child_env(self, *, run_id: str | None, engine: str) -> dict[str, str]:
-        s = self.settings
-        extra = {
-            protocol.ENV_HOME: str(s.home),
-            protocol.ENV_OPTUNA_STORAGE: s.optuna_storage,
-            protocol.ENV_EXPERIMENT: s.experiment,
-            protocol.ENV_ENGINE_USED: engine,
-            protocol.ENV_TRACKING_URI: s.tracking_uri,
-            "PYTHONUNBUFFERED": "1",
-            "MPLBACKEND": "Agg",
-            "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2",
-            "MLFLOW_HTTP_REQUEST_TIMEOUT": "30",
-        }
-        if s.memory_budget_mb is not None:  # the child reads the table within it
-            extra["MLPILOT_MEMORY_BUDGET_MB"] = f"{s.memory_budget_mb:g}"
-        if run_id:
-            extra[protocol.ENV_MLFLOW_RUN_ID] = run_id
-        return scrubbed_env(extra)
+        extra = {protocol.ENV_MLFLOW_RUN_ID: run_id} if run_id else {}
+        return leg_env(self.settings, engine, extra)
 
     def run_leg(
         self,
         *,
         script: Path,
         run_dir: Path,
-        engine: str,
+        engine: str | EngineChoice,
         data_path: str | None,
         mlflow_run_id: str | None,
         on_event: EventHandler | None = None,
         cancel: Cancel | None = None,
+        track: bool = True,
+        prefer: str | None = None,
     ) -> LegResult:
         leg = self.start_leg(
             script=script,
@@ -191,6 +189,8 @@ class Executor:
             engine=engine,
             data_path=data_path,
             mlflow_run_id=mlflow_run_id,
+            track=track,
+            prefer=prefer,
         )
         return leg.finish(on_event=on_event, cancel=cancel)
 
@@ -199,9 +199,11 @@ class Executor:
         *,
         script: Path,
         run_dir: Path,
-        engine: str,
+        engine: str | EngineChoice,
         data_path: str | None,
         mlflow_run_id: str | None,
+        track: bool = True,
+        prefer: str | None = None,
         extra_reads: tuple[str, ...] = (),
         extra_env: dict[str, str] | None = None,
     ) -> StartedLeg:
@@ -209,28 +211,25 @@ class Executor:
 
         Without ``mlflow_run_id`` the pipeline starts before its MLflow run exists: it
         reads data while the parent creates the run, and waits for ``hand_over_run`` only
-        when it first logs.
+        when it first logs. ``engine`` may be the ``EngineChoice``: an ``auto`` GPU choice
+        then reruns on the CPU when its leg dies before its first stage. ``track=False``
+        logs nothing (compare's warm-up and repeated runs); ``prefer="gpu"`` gives a CPU
+        leg the GPU engine's model defaults (a comparison's legs fit the same model).
         """
+        choice = engine if isinstance(engine, EngineChoice) else None
+        name = choice.used if choice else str(engine)
         run_dir.mkdir(parents=True, exist_ok=True)
         for stale in (protocol.EVENTS_FILE, protocol.RESULT_FILE, protocol.RUN_ID_FILE):
             (run_dir / stale).unlink(missing_ok=True)
-        # Options travel in the environment, not argv: `python -m cuml.accel` parses the
-        # arguments after the script itself in some releases.
-        command = engine_command(engine, str(script), [], python=self.python)
-        env = self.child_env(run_id=mlflow_run_id, engine=engine)
-        env[protocol.ENV_RUN_DIR] = str(run_dir)
-        if not mlflow_run_id:
-            env.pop(protocol.ENV_MLFLOW_RUN_ID, None)  # one inherited from our caller is not ours
-            env[protocol.ENV_RUN_ID_FILE] = str(run_dir / protocol.RUN_ID_FILE)
-            env[protocol.ENV_PARENT_PID] = str(os.getpid())
-        if data_path:
-            env[protocol.ENV_DATA] = data_path
+        command = engine_command(name, str(script), [], python=self.python)
+        env = self._env(name, run_dir, data_path, mlflow_run_id, track, prefer)
         env.update(extra_env or {})
         reads = [p for p in (data_path, *extra_reads) if p]
-        setup = set_up_child(self.settings, engine=engine, run_dir=run_dir, reads=reads)
+        setup = set_up_child(self.settings, engine=name, run_dir=run_dir, reads=reads)
         env.update(setup.env)
-        limits = self._limits_for(engine, contained=setup.contain.get("uid") is not None)
+        limits = self._limits_for(name, contained=setup.contain.get("uid") is not None)
         setup.record.limits = limits.describe()
+        lock, sampler = self._claim_device(name)
         try:
             child = start_child(
                 command,
@@ -240,14 +239,38 @@ class Executor:
                 contain=setup.contain,
                 pass_fds=setup.pass_fds,
             )
+        except BaseException:
+            if lock is not None:
+                lock.release()
+            raise
         finally:
             setup.close_fds()
         try:
             _refresh_package_map(self.settings.home)
         except BaseException:
             child.kill()
+            if lock is not None:
+                lock.release()
             raise
-        return StartedLeg(engine, run_dir, child, setup.record)
+
+        def restart(run_id: str | None) -> StartedLeg:
+            return self.start_leg(
+                script=script,
+                run_dir=run_dir,
+                engine=str(choice.fallback if choice else "cpu"),
+                data_path=data_path,
+                mlflow_run_id=run_id,
+                track=track,
+                prefer=prefer,
+                extra_reads=extra_reads,
+                extra_env=extra_env,
+            )
+
+        leg = StartedLeg(name, run_dir, child, setup.record, lock=lock, sampler=sampler)
+        leg.run_id = mlflow_run_id
+        if choice is not None and choice.fallback:
+            leg.restart = restart
+        return leg
 
     def _limits_for(self, engine: str, *, contained: bool) -> Limits:
         """The leg's limits: processes for the dedicated account, address space on the CPU."""
@@ -257,6 +280,46 @@ class Executor:
             processes=s.max_processes if contained else None,
             address_space_mb=address_space_mb(s.memory_budget_mb) if engine == "cpu" else None,
         )
+
+    def _env(
+        self,
+        engine: str,
+        run_dir: Path,
+        data_path: str | None,
+        mlflow_run_id: str | None,
+        track: bool,
+        prefer: str | None,
+    ) -> dict[str, str]:
+        env = self.child_env(run_id=mlflow_run_id if track else None, engine=engine)
+        env[protocol.ENV_RUN_DIR] = str(run_dir)
+        if not track or not mlflow_run_id:
+            env.pop(protocol.ENV_MLFLOW_RUN_ID, None)  # one inherited from our caller is not ours
+        if not track:
+            env[protocol.ENV_NO_TRACK] = "1"
+        elif not mlflow_run_id:
+            env[protocol.ENV_RUN_ID_FILE] = str(run_dir / protocol.RUN_ID_FILE)
+            env[protocol.ENV_PARENT_PID] = str(os.getpid())
+        if data_path:
+            env[protocol.ENV_DATA] = data_path
+        if prefer:
+            env[protocol.ENV_PREFER] = prefer
+        return env
+
+    def _claim_device(self, engine: str) -> tuple[DeviceLock | None, MemorySampler | None]:
+        """A GPU leg gets its device to itself, and its memory sampled."""
+        if engine != "gpu":
+            return None, None
+        device = cuda_device_status()
+        lock = DeviceLock(self.settings.home / "locks", device.bus_id or "0")
+        lock.acquire(
+            self.limits.timeout_s,
+            on_wait=lambda holder: logger.warning(
+                "waiting for the GPU %s: another mlpilot GPU leg runs on it (%s)",
+                device.bus_id,
+                holder,
+            ),
+        )
+        return lock, MemorySampler(device.bus_id)
 
 
 class CancelFile:
@@ -279,20 +342,33 @@ class StartedLeg:
         run_dir: Path,
         child: ContainedChild,
         containment: Containment | None = None,
+        *,
+        lock: DeviceLock | None = None,
+        sampler: MemorySampler | None = None,
     ) -> None:
         self.engine, self.run_dir, self.child = engine, run_dir, child
         self.containment = containment
+        self._lock, self._sampler = lock, sampler
+        self.run_id: str | None = None
+        #: starts the fallback leg (set for an auto GPU choice)
+        self.restart: Callable[[str | None], StartedLeg] | None = None
 
     def hand_over_run(self, run_id: str) -> None:
         """Tell a pipeline started without a run which MLflow run to log to."""
+        self.run_id = run_id
         path = self.run_dir / protocol.RUN_ID_FILE
         tmp = path.with_suffix(".tmp")
         tmp.write_text(run_id, encoding="utf-8")
         tmp.replace(path)  # the child never sees half a run id
 
+    def _release(self) -> None:
+        if self._lock is not None:
+            self._lock.release()
+
     def stop(self) -> None:
         """Stop the child and everything it started; its folder stays."""
         self.child.kill()
+        self._release()
 
     def abandon(self) -> None:
         """The run could not be created: stop the child and remove its folder (no run
@@ -300,21 +376,98 @@ class StartedLeg:
         import shutil
 
         self.child.kill()
+        self._release()
         shutil.rmtree(self.run_dir, ignore_errors=True)
 
     def finish(
         self, *, on_event: EventHandler | None = None, cancel: Cancel | None = None
     ) -> LegResult:
         tail = EventTail(self.run_dir / protocol.EVENTS_FILE, on_event)
-        child = self.child.wait(poll=tail, cancel=cancel or CancelFile(self.run_dir))
+        sampler = self._sampler
+
+        def poll() -> None:
+            tail()
+            if sampler is not None:
+                sampler.sample()
+
+        try:
+            child = self.child.wait(poll=poll, cancel=cancel or CancelFile(self.run_dir))
+        finally:
+            self._release()
+        leg = self._result(child)
+        if self.restart is not None and should_fall_back(leg):
+            return self._fall_back(leg, on_event, cancel)
+        return leg
+
+    def _result(self, child: ChildResult) -> LegResult:
+        peak = self._sampler.peak_mb if self._sampler is not None else None
         try:
             result = PipelineResult.read(self.run_dir)
-            return LegResult(self.engine, child, result, self.run_dir, None, self.containment)
         except ProtocolError as exc:
             logger.warning("unreadable pipeline result in %s: %s", self.run_dir, exc)
             return LegResult(
-                self.engine, child, None, self.run_dir, exc.one_line(), self.containment
+                self.engine,
+                child,
+                None,
+                self.run_dir,
+                unreadable=exc.one_line(),
+                containment=self.containment,
+                gpu_peak_memory_mb=peak,
             )
+        return LegResult(
+            self.engine,
+            child,
+            result,
+            self.run_dir,
+            containment=self.containment,
+            gpu_peak_memory_mb=peak,
+        )
+
+    def _fall_back(
+        self, failed: LegResult, on_event: EventHandler | None, cancel: Cancel | None
+    ) -> LegResult:
+        """Keep the dead GPU leg's files aside and run the pipeline again on the CPU."""
+        error = failed.failure()["message"]
+        for name in (protocol.STDOUT_FILE, protocol.STDERR_FILE, protocol.EVENTS_FILE):
+            path = self.run_dir / name
+            if path.exists():
+                path.replace(self.run_dir / f"{self.engine}-{name}")
+        logger.warning("the %s leg died before its first stage (%s): rerun", self.engine, error)
+        restart = self.restart
+        if restart is None:
+            return failed
+        rerun = restart(self.run_id)
+        leg = rerun.finish(on_event=on_event, cancel=cancel)
+        leg.fallback = {
+            "from": self.engine,
+            "to": leg.engine,
+            "error": error[:300],
+            "reason": f"auto: the {self.engine} leg died before its first stage; rerun on the {leg.engine}",
+        }
+        return leg
+
+
+def completed_stages(run_dir: Path) -> list[str]:
+    """The stages a leg finished without an error, from its events."""
+    path = run_dir / protocol.EVENTS_FILE
+    if not path.exists():
+        return []
+    done = []
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        try:
+            event = PipelineEvent.from_json(line)
+        except ProtocolError:
+            continue
+        if event.type == "stage_end" and not event.failed and event.stage:
+            done.append(event.stage)
+    return done
+
+
+def should_fall_back(leg: LegResult) -> bool:
+    """A leg that failed (not cancelled) before completing any stage."""
+    if leg.ok or leg.child.cancelled:
+        return False
+    return not completed_stages(leg.run_dir)
 
 
 def _refresh_package_map(home: Path) -> None:

@@ -1,20 +1,33 @@
-"""Engines (DESIGN §6): which interpreter command runs a pipeline, and why.
+"""Engines (DESIGN §6): which engine runs a pipeline, and why.
 
-``auto`` picks the GPU only when a CUDA device is usable *and* cuDF/cuML import in a
-child interpreter; importing cudf alone proves nothing about a device.
+``auto`` picks the GPU only when the CUDA driver reports a device *and* the GPU probe —
+the GPU engine's own command, run with the pipelines' environment — passes (see
+``probe.py``); importing cudf proves nothing about a device. A GPU chosen by ``auto``
+may fall back: if its leg dies before its first stage completes, the executor reruns
+the pipeline on the CPU and records why (``EngineChoice.fallback``).
 """
 
 from __future__ import annotations
 
-import ctypes
-import subprocess
-import sys
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from functools import lru_cache
+from typing import Any
 
+from mlpilot.platform.config import Settings
 from mlpilot.platform.errors import ExecutionError, MissingExtraError
+from mlpilot.platform.execution.commands import GPU_MODULES, engine_command
+from mlpilot.platform.execution.probe import ProbeVerdict, gpu_probe
+from mlpilot.platform.ml.devices import cuda_driver_report
 
-GPU_MODULES = ("cudf.pandas", "cuml.accel")
+__all__ = [
+    "GPU_MODULES",
+    "EngineChoice",
+    "GpuStatus",
+    "cuda_device_status",
+    "engine_command",
+    "gpu_libraries_status",
+    "resolve_engine",
+]
 
 
 @dataclass(frozen=True)
@@ -22,9 +35,15 @@ class EngineChoice:
     requested: str
     used: str  # cpu, gpu, or compare
     reason: str
+    #: the engine to rerun on when a leg of ``used`` dies before its first stage (auto only)
+    fallback: str | None = None
 
-    def to_dict(self) -> dict[str, str]:
-        return asdict(self)
+    def to_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"requested": self.requested, "used": self.used}
+        data["reason"] = self.reason
+        if self.fallback:
+            data["fallback"] = self.fallback
+        return data
 
 
 @dataclass(frozen=True)
@@ -33,56 +52,28 @@ class GpuStatus:
     reason: str
     devices: int = 0
     name: str = ""
-
-
-def _cuda_driver() -> ctypes.CDLL | None:
-    for name in ("libcuda.so.1", "libcuda.so", "nvcuda.dll"):
-        try:
-            return ctypes.CDLL(name)
-        except OSError:
-            continue
-    return None
+    bus_id: str = ""
 
 
 @lru_cache(maxsize=1)
 def cuda_device_status() -> GpuStatus:
     """Ask the CUDA driver itself whether a device can be used (no Python GPU package needed)."""
-    driver = _cuda_driver()
-    if driver is None:
-        return GpuStatus(False, "no CUDA driver (libcuda) on this machine")
-    if driver.cuInit(0) != 0:
-        return GpuStatus(False, "the CUDA driver failed to initialise (cuInit)")
-    count = ctypes.c_int(0)
-    if driver.cuDeviceGetCount(ctypes.byref(count)) != 0 or count.value == 0:
-        return GpuStatus(False, "the CUDA driver reports no usable device")
-    name = ctypes.create_string_buffer(100)
-    device = ctypes.c_int(0)
-    if driver.cuDeviceGet(ctypes.byref(device), 0) == 0:
-        driver.cuDeviceGetName(name, 100, device)
-    return GpuStatus(
-        True, "CUDA device available", count.value, name.value.decode(errors="replace")
-    )
+    report = cuda_driver_report()
+    return GpuStatus(report.ok, report.reason, report.devices, report.name, report.bus_id)
 
 
-@lru_cache(maxsize=1)
-def gpu_libraries_status(python: str = sys.executable) -> tuple[bool, str]:
-    """Do cudf and cuml import in a fresh interpreter? (Run only when a device exists.)"""
-    code = "import cudf, cuml; print(cudf.__version__, cuml.__version__)"
-    try:
-        done = subprocess.run([python, "-c", code], capture_output=True, text=True, timeout=120)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return False, f"checking cudf/cuml failed: {exc}"
-    if done.returncode != 0:
-        last = (done.stderr.strip().splitlines() or ["import failed"])[-1]
-        return (
-            False,
-            f"cudf/cuml do not import ({last[:160]}); install the gpu extra: pip install 'mlpilot[gpu]'",
-        )
-    return True, f"cudf/cuml {done.stdout.strip()}"
+def gpu_libraries_status(settings: Settings | None = None) -> tuple[bool, str]:
+    """Does the GPU engine work here (the probe's cached verdict)? ``(usable, why)``."""
+    verdict = gpu_probe(settings)
+    return verdict.usable, verdict.reason
 
 
 def resolve_engine(
-    requested: str, *, device: GpuStatus | None = None, libraries: tuple[bool, str] | None = None
+    requested: str,
+    *,
+    device: GpuStatus | None = None,
+    probe: ProbeVerdict | None = None,
+    settings: Settings | None = None,
 ) -> EngineChoice:
     """Turn the requested engine into the one that will run, with the reason."""
     if requested == "cpu":
@@ -91,36 +82,26 @@ def resolve_engine(
         return EngineChoice(
             "compare", "compare", "both legs requested; a GPU leg that cannot run is reported"
         )
+    if requested not in ("gpu", "auto"):
+        raise ExecutionError(f"unknown engine {requested!r}", hint="use auto, cpu, gpu or compare")
     device = device or cuda_device_status()
-    if requested == "gpu":
-        if not device.usable:
+    if not device.usable:
+        if requested == "gpu":
             raise ExecutionError(
                 f"engine gpu requested, but {device.reason}", hint="use --engine cpu or auto"
             )
-        ok, why = libraries or gpu_libraries_status()
-        if not ok:
-            raise (
-                MissingExtraError("cudf-cu12", "gpu", "engine gpu")
-                if "install" in why
-                else ExecutionError(why)
-            )
-        return EngineChoice("gpu", "gpu", f"requested; {device.name or 'GPU'} ({why})")
-    if requested != "auto":
-        raise ExecutionError(f"unknown engine {requested!r}", hint="use auto, cpu, gpu or compare")
-    if not device.usable:
         return EngineChoice("auto", "cpu", f"auto: {device.reason}")
-    ok, why = libraries or gpu_libraries_status()
-    if not ok:
-        return EngineChoice("auto", "cpu", f"auto: a GPU is present but {why}")
-    return EngineChoice("auto", "gpu", f"auto: {device.name or 'GPU'} and {why}")
-
-
-def engine_command(
-    engine: str, script: str, args: list[str], python: str = sys.executable
-) -> list[str]:
-    """The exact command line for one leg: cpu runs the script, gpu runs it under cudf.pandas + cuml.accel."""
-    if engine == "cpu":
-        return [python, script, *args]
-    if engine == "gpu":
-        return [python, "-m", "cudf.pandas", "-m", "cuml.accel", script, *args]
-    raise ExecutionError(f"no command for engine {engine!r}")
+    verdict = probe or gpu_probe(settings)
+    cached = " (cached probe)" if verdict.cached else ""
+    if requested == "gpu":
+        if not verdict.usable:
+            if verdict.missing_extra:
+                raise MissingExtraError("cudf-cu12", "gpu", "engine gpu")
+            raise ExecutionError(
+                f"engine gpu requested, but {verdict.reason}",
+                hint="mlpilot doctor shows the probe; use --engine cpu or auto",
+            )
+        return EngineChoice("gpu", "gpu", f"requested; {verdict.reason}{cached}")
+    if not verdict.usable:
+        return EngineChoice("auto", "cpu", f"auto: a GPU is present but {verdict.reason}{cached}")
+    return EngineChoice("auto", "gpu", f"auto: {verdict.reason}{cached}", fallback="cpu")

@@ -39,10 +39,8 @@ ENV_ALLOW = frozenset(
         "MKL_NUM_THREADS",
         "OPENBLAS_NUM_THREADS",
         "NUMEXPR_MAX_THREADS",
-        "CUDA_VISIBLE_DEVICES",
         "NVIDIA_VISIBLE_DEVICES",
-        "CUDA_HOME",
-        "CUDA_PATH",
+        "NVIDIA_DRIVER_CAPABILITIES",
         # MLflow logging and its artifact stores
         "AWS_ACCESS_KEY_ID",
         "AWS_SECRET_ACCESS_KEY",
@@ -55,7 +53,19 @@ ENV_ALLOW = frozenset(
         "SSL_CERT_FILE",
     }
 )
-ENV_ALLOW_PREFIXES = ("LC_", "MLFLOW_")
+ENV_ALLOW_PREFIXES = (
+    "LC_",
+    "MLFLOW_",
+    # the GPU stack's own settings: device choice, memory pools, kernel caches (no secrets)
+    "CUDA_",
+    "CUDF_",
+    "CUML_",
+    "RAPIDS_",
+    "RMM_",
+    "LIBCUDF_",
+    "CUPY_",
+    "NUMBA_",
+)
 #: how often the parent measures a running pipeline's folder against its disk cap
 DISK_CHECK_EVERY_S = 2.0
 #: never passed, whatever the allow-list says

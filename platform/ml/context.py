@@ -20,10 +20,16 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from mlpilot.platform.errors import MlpilotError, describe_error
+from mlpilot.platform.errors import ExecutionError, MlpilotError, describe_error
 from mlpilot.platform.ml import modeling, protocol
 from mlpilot.platform.ml.deferred_logger import DeferredRunLogger
-from mlpilot.platform.ml.protocol import PipelineEvent, PipelineResult
+from mlpilot.platform.ml.devices import (
+    StageDevices,
+    accelerator_status,
+    observe_model,
+    process_engine,
+)
+from mlpilot.platform.ml.protocol import DEVICE_GPU, PipelineEvent, PipelineResult
 from mlpilot.platform.ml.state import DataState, ModelState
 from mlpilot.tracking.vocab import RunState
 
@@ -41,18 +47,56 @@ def peak_memory_mb() -> float:
     return round(rss / (1024 * 1024 if sys.platform == "darwin" else 1024), 1)
 
 
-def free_gpu_memory() -> None:
-    """Return cached device memory between stages (cuDF/cuML allocate through CuPy/RMM pools)."""
+def release_stage_memory(engine: str) -> None:
+    """The clean-up between stages, the same on both engines (a comparison stays fair).
+
+    Dropped frames and models go back to their allocators: pandas/numpy to malloc; on the
+    GPU, cuDF and cuML allocate through RMM's pool, which keeps its reservation by design
+    (the blocks are reused by the next stage, not returned to the device), and CuPy's own
+    pools are emptied in case CuPy was not routed through RMM.
+    """
     import gc
 
     gc.collect()
+    if engine != DEVICE_GPU:
+        return
     try:
         import cupy
 
         cupy.get_default_memory_pool().free_all_blocks()
         cupy.get_default_pinned_memory_pool().free_all_blocks()
     except Exception as exc:  # no CuPy, or no device: nothing cached to free
-        logger.debug("no GPU memory freed: %s", exc)
+        logger.debug("no CuPy pool emptied: %s", exc)
+
+
+def check_engine(engine: str) -> dict[str, Any]:
+    """The accelerators active in this process, checked against the engine it claims.
+
+    The GPU engine must run with both cudf.pandas and cuml.accel active; the CPU engine with
+    neither (cuml.accel ≥ 25.12 turns itself on in any Python that inherits
+    ``CUML_ACCEL_ENABLED``, which would make a CPU leg silently accelerated).
+    """
+    if engine == DEVICE_GPU:
+        status = accelerator_status()
+        missing = [name for name in ("cudf.pandas", "cuml.accel") if not status.get(name)]
+        if missing:
+            raise ExecutionError(
+                f"the GPU engine runs without {' and '.join(missing)} active",
+                hint="run it as python -m cudf.pandas -m cuml.accel pipeline.py, "
+                "with the gpu extra installed (mlpilot doctor)",
+            )
+        return status
+    active = {
+        "cudf.pandas": bool(getattr(sys.modules.get("cudf.pandas"), "LOADED", False)),
+        "cuml.accel": process_engine() == DEVICE_GPU,
+    }
+    if any(active.values()):
+        on = ", ".join(name for name, value in active.items() if value)
+        raise ExecutionError(
+            f"the CPU engine runs with {on} active",
+            hint="unset CUML_ACCEL_ENABLED for CPU runs, or use --engine gpu",
+        )
+    return active
 
 
 def _resource_message(exc: BaseException) -> str:
@@ -90,12 +134,16 @@ class PipelineRun:
         pending_logger: DeferredRunLogger | None = None,
         runtime: dict[str, dict[str, str]] | None = None,
         handed_run_id: str | None = None,
+        launched_at: float | None = None,
+        prefer: str | None = None,
     ) -> None:
         self.plan = plan
         self.seed = seed
         self.data_path = data_path
         self.run_dir = run_dir
         self.engine = engine
+        #: whose defaults models take: "gpu" prefers what cuML accelerates (``modeling``)
+        self.prefer = prefer or engine
         #: tool → {"function": "module:function", "stage": …}, as codegen rendered them
         self.runtime = dict(runtime or {})
         self._logger = logger
@@ -110,6 +158,11 @@ class PipelineRun:
         self.failed_stage: str | None = None
         self._finishers: list[Finisher] = []
         self._started = time.perf_counter()
+        if launched_at is not None:  # interpreter, imports, CUDA context and pool start-up
+            self.result.startup_s = round(max(time.time() - launched_at, 0.0), 4)
+        #: where each stage really ran (measured under the GPU engine)
+        self.devices = StageDevices(engine)
+        self._startup_error: MlpilotError | None = None
 
     # the result's own dicts: one place for what is reported
     @property
@@ -164,9 +217,17 @@ class PipelineRun:
     # -- models --------------------------------------------------------------------------
     def build_pipeline(self, family: str, params: dict[str, Any] | None = None) -> Any:
         """The whole model for ``family`` on this run's data (``modeling.build_pipeline``)."""
-        return modeling.build_pipeline(
-            self.data, family, params, seed=self.seed, engine=self.engine, n_jobs=self.n_jobs
+        pipeline = modeling.build_pipeline(
+            self.data,
+            family,
+            params,
+            seed=self.seed,
+            engine=self.engine,
+            n_jobs=self.n_jobs,
+            prefer=self.prefer,
         )
+        observe_model(pipeline)
+        return pipeline
 
     def on_finish(self, finisher: Finisher) -> None:
         """Call ``finisher(run)`` once when the pipeline ends well (e.g. log the model)."""
@@ -192,27 +253,47 @@ class PipelineRun:
     def stage(self, name: str) -> Iterator[None]:
         self.current_stage = name
         self.event("stage_start", stage=name)
+        self.devices.stage_started(name)
         start = time.perf_counter()
+        failed = False
         try:
+            if self._startup_error is not None:
+                raise self._startup_error  # the engine is not what it claims: nothing runs
             yield
         except BaseException:
+            failed = True
             self.failed_stage = self.failed_stage or name  # the innermost stage that raised
             raise
         finally:
             elapsed = time.perf_counter() - start
             self.timings[name] = round(self.timings.get(name, 0.0) + elapsed, 4)
             self.result.stage_memory_mb[name] = peak_memory_mb()
-            if self.engine == "gpu":
-                free_gpu_memory()
-            self.event("stage_end", stage=name, seconds=round(elapsed, 4))
+            record = self.devices.stage_ended(name)
+            self.result.devices[name] = record
+            release_stage_memory(self.engine)
+            self.event(
+                "stage_end",
+                stage=name,
+                seconds=round(elapsed, 4),
+                device=record["device"],
+                failed=True if failed else None,
+            )
             self.current_stage = None
 
     # -- lifecycle -------------------------------------------------------------------------
     def __enter__(self) -> PipelineRun:
         self.event("pipeline_start", engine=self.engine, seed=self.seed, run_id=self._handed_run_id)
+        try:
+            self.result.accelerators = check_engine(self.engine)
+        except MlpilotError as exc:  # reported by the first stage, so the run records it
+            self._startup_error = exc
+        self.devices.start()
         return self
 
     def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> bool:
+        self.devices.stop()
+        if exc is None and self._startup_error is not None:
+            exc, tb = self._startup_error, None
         if exc is None:
             try:
                 self._finish()

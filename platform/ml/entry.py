@@ -35,7 +35,12 @@ def parse_args(argv: list[str] | None, default_data: str | None) -> argparse.Nam
         default=os.environ.get(protocol.ENV_DATA) or default_data,
         help="data file (default: the file planned on)",
     )
-    parser.add_argument("--no-track", action="store_true", help="log nothing to MLflow")
+    parser.add_argument(
+        "--no-track",
+        action="store_true",
+        default=os.environ.get(protocol.ENV_NO_TRACK) == "1",
+        help="log nothing to MLflow",
+    )
     parser.add_argument("--experiment", default=None, help="MLflow experiment for a standalone run")
     parser.add_argument(
         "--run-dir",
@@ -84,8 +89,20 @@ def open_pipeline(
         engine=engine,
         pending_logger=pending,
         runtime=runtime,
-        handed_run_id=os.environ.get(protocol.ENV_MLFLOW_RUN_ID),
+        handed_run_id=None if args.no_track else os.environ.get(protocol.ENV_MLFLOW_RUN_ID),
+        launched_at=_launched_at(),
+        prefer=os.environ.get(protocol.ENV_PREFER) or engine,
     )
+
+
+def _launched_at() -> float | None:
+    """When the parent started this process (wall clock), for the start-up time."""
+    value = os.environ.get(protocol.ENV_LAUNCHED_AT)
+    try:
+        return float(value) if value else None
+    except ValueError:
+        logger.debug("ignored an unreadable %s: %r", protocol.ENV_LAUNCHED_AT, value)
+        return None
 
 
 def exit_process(code: int) -> NoReturn:

@@ -21,6 +21,10 @@ SCALE_SENSITIVE = frozenset({"svm", "linear", "knn"})
 TREE_FAMILIES = frozenset({"rf", "xgb", "lgbm", "hgb"})
 #: what train_model(model="auto") fits: fast, strong, robust to missing values
 AUTO_FAMILY = "hgb"
+#: the same under the GPU engine: HistGradientBoosting has no GPU path, XGBoost does
+GPU_AUTO_FAMILY = "xgb"
+#: families that can train on the GPU (cuML through cuml.accel, or XGBoost's own CUDA build)
+GPU_FAMILIES = frozenset({"rf", "xgb", "svm", "linear", "knn"})
 LABELS = {
     "rf": "random forest",
     "xgb": "XGBoost",
@@ -140,8 +144,11 @@ def params_of(family: str, task: str) -> tuple[Param, ...]:
     return tuple(p for p in PARAMS[family] if p.task in (None, task))
 
 
-def resolve_family(family: str) -> str:
-    return AUTO_FAMILY if family == "auto" else family
+def resolve_family(family: str, prefer: str = "cpu") -> str:
+    """``auto`` → the default family (XGBoost when the defaults prefer the GPU)."""
+    if family != "auto":
+        return family
+    return GPU_AUTO_FAMILY if prefer == "gpu" else AUTO_FAMILY
 
 
 def make_estimator(
@@ -154,12 +161,17 @@ def make_estimator(
     device: str = "cpu",
     n_classes: int = 2,
     n_jobs: int = -1,
+    prefer: str = "cpu",
 ) -> Any:
     """A fresh estimator of ``family`` for ``task`` with mlpilot's defaults, overridden by ``params``.
 
-    ``n_jobs`` is the thread count of the families that take one (-1: every core).
+    ``n_jobs`` is the thread count of the families that take one (-1: every core);
+    ``device`` is where XGBoost trains. ``prefer="gpu"`` picks defaults cuML accelerates
+    (cuml.accel falls back to the CPU for ``class_weight="balanced_subsample"`` forests and,
+    before 25.12, for distance-weighted neighbours).
     """
-    family = resolve_family(family)
+    family = resolve_family(family, prefer)
+    gpu = prefer == "gpu"
     params = dict(params or {})
     clf = task == "classification"
     if family == "rf":
@@ -172,7 +184,8 @@ def make_estimator(
             "min_samples_leaf": 1,
         }
         if clf:
-            base["class_weight"] = "balanced_subsample" if imbalanced else None
+            balanced = "balanced" if gpu else "balanced_subsample"
+            base["class_weight"] = balanced if imbalanced else None
             return RandomForestClassifier(**{**base, **params})
         base["max_features"] = 0.5
         return RandomForestRegressor(**{**base, **params})
@@ -250,7 +263,7 @@ def make_estimator(
     if family == "knn":
         from sklearn.neighbors import KNeighborsClassifier, KNeighborsRegressor
 
-        base = {"n_neighbors": 15, "weights": "distance", "n_jobs": n_jobs}
+        base = {"n_neighbors": 15, "weights": "uniform" if gpu else "distance", "n_jobs": n_jobs}
         cls = KNeighborsClassifier if clf else KNeighborsRegressor
         return cls(**{**base, **params})
     raise ValueError(f"unknown model family {family!r}; valid: {', '.join(FAMILIES)}")
@@ -264,14 +277,19 @@ def build_pipeline(
     seed: int = 42,
     engine: str = "cpu",
     n_jobs: int = -1,
+    prefer: str | None = None,
 ) -> Any:
-    """SchemaCoercer → preprocessing → estimator: the whole model that gets logged."""
+    """SchemaCoercer → preprocessing → estimator: the whole model that gets logged.
+
+    ``prefer`` (default: the engine) chooses the defaults; XGBoost trains where ``engine`` is.
+    """
     from sklearn.pipeline import Pipeline
 
     from mlpilot.platform.ml.features import build_preprocessor
     from mlpilot.platform.ml.transformers import SchemaCoercer
 
-    family = resolve_family(family)
+    prefer = prefer or engine
+    family = resolve_family(family, prefer)
     task = str(data.task)
     preprocessor = build_preprocessor(
         data.specs,
@@ -290,6 +308,7 @@ def build_pipeline(
         device="gpu" if engine == "gpu" else "cpu",
         n_classes=data.n_classes,
         n_jobs=n_jobs,
+        prefer=prefer,
     )
     return Pipeline(
         [

@@ -36,6 +36,14 @@ ENV_READ_MAP = "MLPILOT_READ_MAP"
 ENV_MODEL_URI = "MLPILOT_MODEL_URI"
 ENV_TRUST = "MLPILOT_TRUST"  # comma-separated: unverified, local
 PREDICTIONS_FILE = "predictions.csv"
+ENV_NO_TRACK = "MLPILOT_NO_TRACK"  # "1": log nothing to MLflow (compare's warm-up and repeats)
+ENV_LAUNCHED_AT = "MLPILOT_LAUNCHED_AT"  # wall-clock time.time() when the parent started us
+ENV_PROBE_OUT = "MLPILOT_PROBE_OUT"  # where the GPU probe writes its report (JSON)
+# "gpu": model defaults prefer what cuML accelerates (GPU legs, and both legs of a comparison,
+# so that the two legs fit the same model); else the engine's own defaults
+ENV_PREFER = "MLPILOT_PREFER"
+# `mlpilot worker` relaunched under the GPU engine's command: its own arguments, as JSON
+ENV_WORKER_ARGV = "MLPILOT_WORKER_ARGV"
 
 # -- files in the run folder --------------------------------------------------------------------
 EVENTS_FILE = "events.jsonl"
@@ -59,6 +67,10 @@ EVENT_TYPES = (
     "pipeline_end",
 )
 SUCCEEDED, FAILED = "succeeded", "failed"
+
+# -- devices: where a stage really ran (measured in the child, see ml/devices.py) ---------------
+DEVICE_CPU, DEVICE_GPU, DEVICE_MIXED = "cpu", "gpu", "mixed"
+DEVICES = (DEVICE_CPU, DEVICE_GPU, DEVICE_MIXED)
 
 
 class ProtocolError(MlpilotError):
@@ -84,6 +96,13 @@ class PipelineResult:
     timings: dict[str, float] = field(default_factory=dict)
     stage_memory_mb: dict[str, float] = field(default_factory=dict)
     peak_memory_mb: float | None = None
+    #: stage → {device, gpu: [calls on the GPU], cpu: [calls on the CPU], reasons: {call: why}}
+    devices: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: which accelerators were active in this process: {"cudf.pandas": bool, "cuml.accel": bool, …}
+    accelerators: dict[str, Any] | None = None
+    #: seconds from the parent's launch to the first line of the pipeline (interpreter,
+    #: imports, CUDA context and memory pool under the GPU engine)
+    startup_s: float | None = None
     threads: int | None = None
     notes: list[str] = field(default_factory=list)
     error: dict[str, Any] | None = None  # {type, message, stage}
@@ -135,6 +154,9 @@ class PipelineEvent:
     stage: str | None = None
     message: str | None = None
     seconds: float | None = None
+    # stage_end: the measured device, and whether the stage raised
+    device: str | None = None
+    failed: bool | None = None
     # pipeline_start
     engine: str | None = None
     seed: int | None = None

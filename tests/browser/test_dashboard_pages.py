@@ -84,6 +84,8 @@ def test_speedups_page_reports_the_missing_gpu(page: Any, dashboard: Dashboard) 
     page.wait_for_selector("#speedups-status")
     assert "GPU leg unavailable" in page.inner_text("#speedups-status")
     assert page.locator("#speedups-bars").count() == 1
+    table = page.inner_text("#speedups-table")
+    assert "CPU device" in table and "GPU leg unavailable" in table
 
 
 def test_models_page_shows_versions_aliases_and_lineage(page: Any, dashboard: Dashboard) -> None:

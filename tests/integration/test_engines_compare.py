@@ -60,3 +60,30 @@ def test_compare_without_gpu_reports_the_leg_unavailable(tmp_path: Path, sales_c
         and bench["stages"]["train"]["speedup"] is None
     )
     assert bench["hardware"]["cpu_count"] >= 1
+    _assert_devices_and_refusals(bench, run, home, tmp_path, outcome["run_id"])
+
+
+def _assert_devices_and_refusals(
+    bench: dict, run: object, home: Path, tmp_path: Path, run_id: str
+) -> None:
+    """Every stage records the device it ran on, and why it has no speedup."""
+    from mlflow import MlflowClient
+
+    from mlpilot.platform.config import Settings
+    from mlpilot.tracking.metadata import connect
+
+    tags = run.data.tags  # type: ignore[attr-defined]
+    for stage, row in bench["stages"].items():
+        assert row["cpu_device"] == "cpu", stage
+        assert row["refused"].startswith("GPU leg unavailable: no CUDA driver"), stage
+        assert tags[f"mlpilot.speedup.{stage}"].startswith("refused: GPU leg unavailable")
+    assert {"load", "train", "total", "wall"} <= set(bench["stages"])
+    assert tags["mlpilot.device.train"] == "cpu"
+    client = MlflowClient(f"sqlite:///{home / 'mlflow.db'}")
+    timings = json.loads(
+        Path(client.download_artifacts(run_id, "timings.json", str(tmp_path))).read_text()
+    )
+    assert timings["devices"]["train"]["device"] == "cpu" and timings["wall_s"] > 0
+    assert timings["accelerators"] == {"cudf.pandas": False, "cuml.accel": False}
+    store = connect(Settings.from_env({"MLPILOT_HOME": str(home)}))
+    assert store.get_run(run_id)["devices"]["load"]["device"] == "cpu"

@@ -156,18 +156,30 @@ class FakeLeg:
 
 
 class FakeExecutor:
-    def __init__(self, finish: Finish, refuse_starts: int = 0) -> None:
+    def __init__(
+        self, finish: Finish, refuse_starts: int = 0, settings: Settings | None = None
+    ) -> None:
+        self.settings = settings or Settings.from_env({})
         self.finish = finish
         self.refuse_starts = refuse_starts  # how many starts fail before one works
         self.legs: list[FakeLeg] = []
 
     def start_leg(
-        self, *, script: Path, run_dir: Path, engine: str, data_path: Any, mlflow_run_id: Any
+        self,
+        *,
+        script: Path,
+        run_dir: Path,
+        engine: Any,
+        data_path: Any,
+        mlflow_run_id: Any,
+        track: bool = True,
+        prefer: str | None = None,
     ) -> FakeLeg:
         if self.refuse_starts:
             self.refuse_starts -= 1
             raise OSError("cannot start the child")
-        leg = FakeLeg(self.finish, run_dir, script, engine, mlflow_run_id)
+        name = getattr(engine, "used", engine)  # the orchestrator hands over the whole choice
+        leg = FakeLeg(self.finish, run_dir, script, name, mlflow_run_id)
         self.legs.append(leg)
         return leg
 

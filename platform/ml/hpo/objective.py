@@ -19,11 +19,14 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from mlpilot.platform.errors import MlpilotError
 from mlpilot.platform.ml import metrics as M
+from mlpilot.platform.ml.devices import observe_model, process_engine
 from mlpilot.platform.ml.hpo import boosting
 from mlpilot.platform.ml.hpo.spaces import sample
 from mlpilot.platform.ml.hpo.storage import claim
 from mlpilot.platform.ml.modeling import SCALE_SENSITIVE, build_pipeline
+from mlpilot.tracking import vocab
 
 if TYPE_CHECKING:
     import optuna
@@ -69,7 +72,12 @@ class CVObjective:
         self.X, self.y = run.data.train()
         # what building a pipeline needs, without the frames (the objective pickles to Dask)
         self.data = dataclasses.replace(run.data, X=None, raw_example=None)
-        self.build = {"seed": run.seed, "engine": run.engine, "n_jobs": run.n_jobs}
+        self.build = {
+            "seed": run.seed,
+            "engine": run.engine,
+            "n_jobs": run.n_jobs,
+            "prefer": run.prefer,
+        }
         self.model = model
         self.metric = metric
         self.pruning = pruning
@@ -125,12 +133,25 @@ class CVObjective:
             self._folds[scale] = folds
         return folds
 
+    def _check_engine(self, trial: optuna.Trial) -> None:
+        """One study, one engine: a trial is scored only where the study's engine runs
+        (a Dask worker without cuml.accel cannot score a GPU study's trials)."""
+        here = process_engine()
+        if here != self.build["engine"]:
+            raise MlpilotError(
+                f"this process scores trials on the {here}, but the study runs on the "
+                f"{self.build['engine']}",
+                hint="start the worker with the study's engine (mlpilot worker --engine …)",
+            )
+        trial.set_user_attr(vocab.ATTR_ENGINE, here)
+
     def __call__(self, trial: optuna.Trial) -> float:
         import optuna
         from sklearn.base import clone
 
         claim(trial)
-        family, params = sample(trial, self.model, str(self.data.task))
+        self._check_engine(trial)
+        family, params = sample(trial, self.model, str(self.data.task), self.build["prefer"])
         pipeline = build_pipeline(self.data, family, params, **self.build)
         folds = self.folds(pipeline, family in SCALE_SENSITIVE)
         estimator = pipeline.steps[-1][1]
@@ -145,6 +166,9 @@ class CVObjective:
                 fitted = boosting.fit_with_pruning(estimator, fold, trial, family, booster_metric)
             else:
                 fitted = clone(estimator).fit(fold.X_train, fold.y_train)
+            if k == 0:  # where this configuration trains (the other folds train the same way)
+                observe_model(pipeline[:-1])
+                observe_model(fitted)
             values.append(self.sign * float(self.scorer(fitted, fold.X_valid, fold.y_valid)))
             if self.pruning and k < len(folds) - 1:
                 trial.report(float(np.mean(values)), FOLD_STEP + k)

@@ -11,14 +11,20 @@ if TYPE_CHECKING:
 
 #: what model="auto" searches across: fast, strong families that cope with any tabular data
 AUTO_FAMILIES = ("hgb", "rf", "xgb", "lgbm", "linear")
+#: the same when the defaults prefer the GPU: HistGradientBoosting and LightGBM have no GPU path
+GPU_AUTO_FAMILIES = ("rf", "xgb", "linear")
 #: the name of the categorical parameter that picks the family when model="auto"
 FAMILY_PARAM = "family"
 
 
-def suggest_family(trial: optuna.Trial, model: str) -> str:
+def auto_families(prefer: str = "cpu") -> tuple[str, ...]:
+    return GPU_AUTO_FAMILIES if prefer == "gpu" else AUTO_FAMILIES
+
+
+def suggest_family(trial: optuna.Trial, model: str, prefer: str = "cpu") -> str:
     """The family this trial fits: fixed, or chosen by the sampler when ``model`` is auto."""
     if model == "auto":
-        return str(trial.suggest_categorical(FAMILY_PARAM, list(AUTO_FAMILIES)))
+        return str(trial.suggest_categorical(FAMILY_PARAM, list(auto_families(prefer))))
     return model
 
 
@@ -44,9 +50,11 @@ class FamilyTrial:
         return self.trial.suggest_categorical(self.prefix + name, choices)
 
 
-def sample(trial: optuna.Trial, model: str, task: str) -> tuple[str, dict[str, Any]]:
+def sample(
+    trial: optuna.Trial, model: str, task: str, prefer: str = "cpu"
+) -> tuple[str, dict[str, Any]]:
     """The family and estimator parameters of one trial."""
-    family = suggest_family(trial, model)
+    family = suggest_family(trial, model, prefer)
     space: Any = FamilyTrial(trial, family) if model == "auto" else trial
     return family, suggest_params(space, family, task)
 

@@ -46,6 +46,8 @@ class StudySpec:
     steps: list[dict[str, Any]]
     adapter: str | None = None
     engine: str = "cpu"
+    #: whose model defaults the study samples (a comparison's CPU leg prefers the GPU's)
+    prefer: str | None = None
     data_bytes: int | None = None
     n_trials: int | None = None
     timeout_s: float | None = None
@@ -126,6 +128,7 @@ def spec_from_run(run: PipelineRun, **settings: Any) -> StudySpec:
         task=str(run.data.task),
         seed=int(run.seed),
         engine=run.engine,
+        prefer=run.prefer,
         steps=prep_steps(run, data_path),
         adapter=(run.plan or {}).get("adapter"),
         mlflow_run_id=getattr(logger, "run_id", None),
@@ -158,6 +161,7 @@ def rebuild_run(
         run_dir=run_dir,
         logger=NullRunLogger(),  # the study's parent run already holds these params
         engine=engine or spec.engine,
+        prefer=spec.prefer or spec.engine,
     )
     if spec.data_bytes is not None and size != spec.data_bytes:
         run.note(

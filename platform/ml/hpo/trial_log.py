@@ -121,6 +121,8 @@ class TrialLogger:
             }
             if owner:
                 tags[vocab.TAG_WORKER] = f"{owner.get('host')}:{owner.get('pid')}"
+            if trial.user_attrs.get(vocab.ATTR_ENGINE):
+                tags[vocab.TAG_TRIAL_ENGINE] = str(trial.user_attrs[vocab.ATTR_ENGINE])
             run = self.client.create_run(
                 self.experiment_id,
                 start_time=_ms(trial.datetime_start),

@@ -36,6 +36,9 @@ from mlpilot.platform.ml.hpo.trial_log import TrialLogger
 
 logger = logging.getLogger(__name__)
 
+#: the module each dask-cuda worker runs at start (its ``dask_setup`` turns cuml.accel on)
+GPU_PRELOAD = "mlpilot.platform.ml.hpo.dask_gpu"
+
 
 @dataclass
 class WorkerReport:
@@ -96,6 +99,7 @@ def run_worker(
             hint=f"studies there: {', '.join(names) or 'none'}; set --storage or MLPILOT_OPTUNA_STORAGE",
         ) from None
     spec = StudySpec.of_study(probe)
+    check_worker_engine(spec, engine)
     budget = spec.n_trials if trials is None else None
     timeout_s = timeout_s if timeout_s is not None else (spec.timeout_s if trials is None else None)
     if trials is None and probe.user_attrs.get(EARLY_STOP_ATTR):
@@ -136,7 +140,7 @@ def run_worker(
     )
     n_trials = trials if trials is not None else remaining(study, budget)
     try:
-        client = _dask_client(dask) if dask else None
+        client = _dask_client(dask, spec.engine, report) if dask else None
         try:
             session = run_trials(
                 study,
@@ -214,19 +218,77 @@ def _parent_logger(spec: StudySpec, settings: Any, track: bool, report: WorkerRe
         return None
 
 
-def _dask_client(address: str) -> Any:
-    """A client of the scheduler at ``address``, or of a local cluster for ``local[:N]``."""
+def study_engine(study_name: str, storage: str | None = None) -> str:
+    """The engine a study's trials are scored on (what a worker must run with)."""
+    import optuna
+
+    from mlpilot.platform.config import get_settings
+
+    quiet_optuna()
+    backend = open_storage(storage or get_settings().optuna_storage)
+    try:
+        study = optuna.load_study(study_name=study_name, storage=backend)
+    except KeyError:
+        return "cpu"  # run_worker reports the missing study with the names it has
+    return StudySpec.of_study(study).engine
+
+
+def check_worker_engine(spec: StudySpec, engine: str | None) -> None:
+    """One study keeps one engine: a worker on another engine would mix its trials."""
+    from mlpilot.platform.ml.devices import process_engine
+
+    if engine is not None and engine != spec.engine:
+        raise MlpilotError(
+            f"the study runs on the {spec.engine}; this worker was asked for --engine {engine}",
+            hint=f"start it with --engine {spec.engine} (or none), or start a new study",
+        )
+    here = process_engine()
+    if here != spec.engine:
+        raise MlpilotError(
+            f"the study runs on the {spec.engine}, but this process runs on the {here}",
+            hint="mlpilot worker starts GPU studies under cudf.pandas and cuml.accel itself",
+        )
+
+
+def _dask_client(address: str, engine: str = "cpu", report: WorkerReport | None = None) -> Any:
+    """A client of the scheduler at ``address``, or of a local cluster for ``local[:N]``:
+    CPU workers, or for a GPU study one dask-cuda worker per GPU with cuml.accel on."""
     try:
         from distributed import Client, LocalCluster
     except ImportError:
         raise MlpilotError(
             "--dask needs dask.distributed", hint="pip install 'mlpilot[dask]'"
         ) from None
-    if address == "local" or address.startswith("local:"):
-        workers = int(address.partition(":")[2] or (os.cpu_count() or 2))
+    if not (address == "local" or address.startswith("local:")):
+        return Client(address)
+    wanted = int(address.partition(":")[2] or 0) or None
+    if engine != "gpu":
+        workers = wanted or os.cpu_count() or 2
         cluster = LocalCluster(n_workers=workers, threads_per_worker=1, dashboard_address=None)
         return Client(cluster)
-    return Client(address)
+    return Client(_gpu_cluster(wanted, report))
+
+
+def _gpu_cluster(wanted: int | None, report: WorkerReport | None) -> Any:
+    try:
+        from dask_cuda import LocalCUDACluster
+    except ImportError:
+        raise MlpilotError(
+            "--dask local:N for a GPU study needs dask-cuda", hint="pip install 'mlpilot[gpu-dask]'"
+        ) from None
+    from mlpilot.platform.ml.devices import cuda_driver_report
+
+    gpus = cuda_driver_report().devices
+    workers = min(wanted or gpus, gpus) or 1
+    if report is not None and wanted and wanted > gpus:
+        report.notes.append(f"local:{wanted} asked, {gpus} GPU(s) here: one worker per GPU")
+    return LocalCUDACluster(
+        n_workers=workers,
+        threads_per_worker=1,
+        dashboard_address=None,
+        # each worker pins its own GPU (CUDA_VISIBLE_DEVICES) and turns cuml.accel on
+        preload=[GPU_PRELOAD],
+    )
 
 
 def _close_dask(client: Any) -> None:

@@ -9,6 +9,7 @@ import numpy as np
 from mlpilot.platform.errors import MlpilotError
 from mlpilot.platform.ml import metrics as M
 from mlpilot.platform.ml.context import PipelineRun
+from mlpilot.platform.ml.devices import observe_model
 from mlpilot.platform.ml.features import source_columns
 from mlpilot.platform.ml.modeling import LABELS, TREE_FAMILIES
 from mlpilot.platform.ml.steps._model import _scores, train_model
@@ -27,6 +28,8 @@ def evaluate_model(run: PipelineRun, cv_folds: int = 5) -> None:
     from sklearn.model_selection import KFold, StratifiedKFold, cross_validate
 
     with run.stage("evaluate"):
+        # the folds fit clones of this model: same estimators, same parameters, same process
+        observe_model(run.model.pipeline)
         X_train, y_train = run.data.train()
         if run.data.task == "classification":
             folds = min(cv_folds, int(y_train.value_counts().min()))
@@ -117,6 +120,7 @@ def feature_importance(run: PipelineRun, method: str = "auto", top_k: int = 10) 
     from mlpilot.platform.ml import plots
 
     with run.stage("importance"):
+        observe_model(run.model.pipeline)
         used = method
         if method == "auto":
             used = "permutation"

@@ -9,6 +9,7 @@ import pandas as pd
 
 from mlpilot.platform.ml import metrics as M
 from mlpilot.platform.ml.context import PipelineRun
+from mlpilot.platform.ml.devices import observe_model
 from mlpilot.platform.ml.features import plan_features
 from mlpilot.platform.ml.modeling import LABELS, resolve_family
 from mlpilot.platform.ml.steps._outputs import log_model
@@ -55,7 +56,7 @@ def train_model(
     run.data.require("train_model")
     run.open_tracking()  # while the model fits
     with run.stage("train"):
-        family = resolve_family(model)
+        family = resolve_family(model, run.prefer)
         if model == "auto":
             run.note(f"model auto: fitting {LABELS[family]} with its default configuration")
         pipeline = run.build_pipeline(family, params)
@@ -65,6 +66,7 @@ def train_model(
                 f"svm on {len(X_train)} rows is slow (its cost grows with the square of the rows)"
             )
         pipeline.fit(X_train, y_train)
+        observe_model(pipeline)  # fitted: XGBoost's booster now says where it trained
         set_model(run, pipeline, family, params or {})
         run.event("progress", stage="train", message=f"fitted {LABELS[family]}")
     score_on_test(run)
@@ -92,6 +94,7 @@ def _log_final_model(run: PipelineRun) -> None:
 def score_on_test(run: PipelineRun) -> dict[str, float]:
     with run.stage("score"):
         data, pipeline = run.data, run.model.pipeline
+        observe_model(pipeline)
         X_test, y_test = data.test()
         y_pred = pipeline.predict(X_test)
         y_score = _scores(pipeline, X_test) if data.task == "classification" else None
@@ -140,6 +143,7 @@ def optimize_model(
         pipeline = run.build_pipeline(family, params)
         X_train, y_train = run.data.train()
         pipeline.fit(X_train, y_train)
+        observe_model(pipeline)
         set_model(run, pipeline, family, params)
         if metric:
             run.model.main_metric = metric

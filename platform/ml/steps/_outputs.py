@@ -10,6 +10,7 @@ import pandas as pd
 
 from mlpilot.platform.errors import MlpilotError
 from mlpilot.platform.ml.context import PipelineRun
+from mlpilot.platform.ml.devices import observe_model
 from mlpilot.platform.ml.io import read_table, readable_path
 from mlpilot.tracking import vocab
 
@@ -121,6 +122,8 @@ def predict(
             # a model from the store: its files are checked against their digests first
             model = load_verified(client, model_uri, run.run_dir / "model-verified")
             source = model_uri
+        # a pyfunc wrapper shows its sklearn model through the flavour's raw model
+        observe_model(getattr(model, "_model_impl", None) or model)
         predictions = model.predict(frame)
         out = _inside_run_dir(run, output_path or "predictions.csv")
         result = frame.copy()
