@@ -51,8 +51,12 @@ class PathPolicy:
             if resolved.is_relative_to(Path(folder).expanduser().resolve()):
                 return None
         if not self.data_file:
-            return "no --data confirms it (a saved plan's data file must be named again with --data)"
-        return "mlpilot reads the file given with --data and folders named with --allow-read DIR only"
+            return (
+                "no --data confirms it (a saved plan's data file must be named again with --data)"
+            )
+        return (
+            "mlpilot reads the file given with --data and folders named with --allow-read DIR only"
+        )
 
 
 def _hidden_part(path: Path) -> str | None:

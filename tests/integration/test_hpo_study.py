@@ -44,7 +44,17 @@ def thirty_trials(tmp_path_factory: pytest.TempPathFactory, sales_csv: Path) -> 
     env = {"MLPILOT_HOME": str(base / "home"), "MLPILOT_LLM": "offline"}
     for name in ("MLFLOW_TRACKING_URI", "MLPILOT_MONGO_URI", "MLPILOT_OPTUNA_STORAGE"):
         env[name] = ""
-    done = run_cli("run", "--plan", str(plan), "--data", str(sales_csv), "--json", env=env, cwd=base, timeout=300)
+    done = run_cli(
+        "run",
+        "--plan",
+        str(plan),
+        "--data",
+        str(sales_csv),
+        "--json",
+        env=env,
+        cwd=base,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     return {"outcome": json.loads(done.stdout), "home": base / "home"}
 

@@ -54,7 +54,17 @@ def test_a_run_from_a_plan_file_records_its_digest_and_prompt(
     saved.write_text(json.dumps({**plan, "prompt": prompt}, indent=2), encoding="utf-8")
     digest = hashlib.sha256(saved.read_bytes()).hexdigest()
 
-    done = run_cli("run", "--plan", str(saved), "--data", str(churn_csv), "--adapter", "none", "--json", timeout=300)
+    done = run_cli(
+        "run",
+        "--plan",
+        str(saved),
+        "--data",
+        str(churn_csv),
+        "--adapter",
+        "none",
+        "--json",
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr + done.stdout
     outcome = json.loads(done.stdout)
     assert outcome["status"] == "SUCCEEDED" and outcome["plan"]["adapter"] is None
