@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
@@ -10,7 +9,7 @@ import dash
 import flask
 from dash import Dash, dcc, html
 
-from mlpilot.dashboards import queries
+from mlpilot.dashboards import queries, security
 from mlpilot.platform.config import Settings, get_settings
 
 NAV = [
@@ -84,29 +83,15 @@ def create_app(settings: Settings | None = None) -> Dash:
             html.Div(dash.page_container, className="page"),
         ]
     )
-    _protect(app, settings)
+    security.protect(app, settings)
     return app
 
 
-def _protect(app: Dash, settings: Settings) -> None:
-    """Basic auth on every route when MLPILOT_DASH_USER / MLPILOT_DASH_PASSWORD are set."""
-    if not (settings.dash_user and settings.dash_password):
-        return
-    try:
-        import dash_auth
-    except ImportError:
-        from mlpilot.platform.errors import MissingExtraError
-
-        raise MissingExtraError("dash-auth", "dashboard", "dashboard authentication") from None
-    dash_auth.BasicAuth(
-        app, {settings.dash_user: settings.dash_password}, secret_key=os.urandom(24).hex()
-    )
-
-
 def serve(host: str = "127.0.0.1", port: int = 8050, settings: Settings | None = None) -> None:
-    app = create_app(settings)
-    # Never debug mode: it exposes an interactive debugger to anyone who can reach the port.
-    app.run(host=host, port=port, debug=False, dev_tools_ui=False, dev_tools_props_check=False)
+    """Check the address, build the app, serve it with waitress (never Flask's dev server)."""
+    settings = settings or get_settings()
+    security.check_bind(host, settings)
+    security.serve_wsgi(create_app(settings), host, port)
 
 
 def upload_folder(session_id: str) -> Path:

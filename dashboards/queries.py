@@ -16,7 +16,7 @@ from functools import lru_cache
 from typing import Any
 
 from mlpilot.platform.config import Settings, get_settings
-from mlpilot.tracking import vocab
+from mlpilot.tracking import registry, vocab
 
 logger = logging.getLogger(__name__)
 
@@ -215,6 +215,17 @@ def run_detail(run_id: str) -> dict[str, Any] | None:
     return detail
 
 
+def cancel_run(run_id: str) -> str:
+    """Ask the run's owner to stop it (``mlpilot runs cancel``); one line for the page."""
+    from mlpilot.platform.agent.cancelling import cancel_run as cancel
+    from mlpilot.platform.errors import MlpilotError
+
+    try:
+        return cancel(settings(), run_id, wait_s=10.0).message
+    except MlpilotError as exc:
+        return exc.one_line()
+
+
 def _pipeline_source(doc: dict[str, Any]) -> str | None:
     from pathlib import Path
 
@@ -257,8 +268,11 @@ def _plots(run_id: str, limit: int = 12) -> list[dict[str, str]]:
 
 
 def _versions_of_run(run_id: str) -> list[dict[str, Any]]:
+    quoted = registry.quote_filter_value(run_id)
+    if quoted is None:
+        return []
     try:
-        versions = client().search_model_versions(f"run_id = '{run_id}'")
+        versions = client().search_model_versions(f"run_id = {quoted}")
     except Exception as exc:
         logger.debug("registry versions unavailable: %s", exc)
         return []
@@ -437,9 +451,13 @@ def registered_models() -> list[dict[str, Any]]:
         return out
     for model in models:
         aliases = dict(getattr(model, "aliases", {}) or {})
-        versions = client().search_model_versions(f"name = '{model.name}'", max_results=200)
+        try:
+            versions = registry.model_versions(client(), model.name)
+        except Exception as exc:  # one unreadable model leaves the others on the page
+            logger.warning("versions of %r unavailable: %s", model.name, exc)
+            versions = []
         rows = []
-        for v in sorted(versions, key=lambda v: int(v.version), reverse=True):
+        for v in versions:
             tags = dict(v.tags or {})
             rows.append(
                 {

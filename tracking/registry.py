@@ -193,8 +193,37 @@ def parse_model_ref(text: str) -> ModelRef:
     return ModelRef(ref)
 
 
-def _quote(value: str) -> str:
-    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+def quote_filter_value(value: str) -> str | None:
+    """``value`` as a string literal of an MLflow search filter, or None when none can hold
+    it: MLflow's parser reads no escapes, so a ``'`` needs double quotes and a value with
+    both quote characters cannot be written at all."""
+    if "'" not in value:
+        return f"'{value}'"
+    if '"' not in value:
+        return f'"{value}"'
+    return None
+
+
+def model_versions(client: MlflowClient, name: str) -> list[Any]:
+    """Every version of the registered model ``name``, newest first, whatever its name holds."""
+    quoted = quote_filter_value(name)
+    with mlflow_errors(f"cannot list the versions of {name!r}"):
+        if quoted is not None:
+            found = list(client.search_model_versions(f"name = {quoted}"))
+        else:  # no filter can name it: look through every version
+            found = [v for v in _all_versions(client) if v.name == name]
+    return sorted(found, key=lambda v: int(v.version), reverse=True)
+
+
+def _all_versions(client: MlflowClient) -> list[Any]:
+    versions: list[Any] = []
+    token = None
+    while True:
+        page = client.search_model_versions(max_results=1000, page_token=token)
+        versions += list(page)
+        token = page.token
+        if not token:
+            return versions
 
 
 def get_version(client: MlflowClient, ref: ModelRef) -> Any:
@@ -205,16 +234,10 @@ def get_version(client: MlflowClient, ref: ModelRef) -> Any:
         if ref.version:
             return client.get_model_version(ref.name, ref.version)
         client.get_registered_model(ref.name)
-    versions = _versions(client, ref.name)
+    versions = model_versions(client, ref.name)
     if not versions:
         raise TrackingError(f"registered model {ref.name!r} has no versions")
     return versions[0]
-
-
-def _versions(client: MlflowClient, name: str) -> list[Any]:
-    with mlflow_errors(f"cannot list the versions of {name!r}"):
-        found = list(client.search_model_versions(f"name = {_quote(name)}"))
-    return sorted(found, key=lambda v: int(v.version), reverse=True)
 
 
 # -- listing ------------------------------------------------------------------------------------
@@ -231,7 +254,7 @@ def list_models(client: MlflowClient) -> list[dict[str, Any]]:
                 break
     out = []
     for model in sorted(models, key=lambda m: m.name):
-        versions = _versions(client, model.name)
+        versions = model_versions(client, model.name)
         out.append(
             {
                 "name": model.name,
@@ -254,7 +277,7 @@ def list_versions(client: MlflowClient, name: str) -> list[dict[str, Any]]:
         by_version.setdefault(str(version), []).append(alias)
     return [
         _version_summary(v, sorted(by_version.get(str(v.version), [])))
-        for v in _versions(client, name)
+        for v in model_versions(client, name)
     ]
 
 

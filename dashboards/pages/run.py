@@ -6,7 +6,7 @@ from typing import Any
 
 import dash
 import plotly.graph_objects as go
-from dash import dash_table, dcc, html
+from dash import Input, Output, State, callback, dash_table, dcc, html
 
 from mlpilot.dashboards import queries
 from mlpilot.dashboards.components import (
@@ -19,6 +19,7 @@ from mlpilot.dashboards.components import (
     text_block,
 )
 from mlpilot.platform.errors import describe_error
+from mlpilot.tracking.vocab import TERMINAL_STATES
 
 dash.register_page(__name__, path_template="/run/<run_id>", name="Run", title="mlpilot · run")
 
@@ -38,6 +39,7 @@ def layout(run_id: str | None = None, **_: Any) -> html.Div:
                 ["Run ", html.Code(doc["_id"]), " ", status_badge(doc.get("status"))],
                 id="run-title",
             ),
+            _cancel(doc),
             html.Div(
                 [
                     html.Span(
@@ -100,6 +102,32 @@ def layout(run_id: str | None = None, **_: Any) -> html.Div:
             card("Model", _model(doc, detail), id="run-model"),
         ]
     )
+
+
+def _cancel(doc: dict[str, Any]) -> Any:
+    """A cancel button while the run has not ended (the same as ``mlpilot runs cancel``)."""
+    if doc.get("status") in TERMINAL_STATES:
+        return None
+    return html.Div(
+        [
+            dcc.Store(id="run-cancel-id", data=doc["_id"]),
+            html.Button("Cancel run", id="run-cancel", n_clicks=0),
+            html.Span(id="run-cancel-result", className="empty", style={"marginLeft": "0.8rem"}),
+        ]
+    )
+
+
+@callback(
+    Output("run-cancel-result", "children"),
+    Output("run-cancel", "disabled"),
+    Input("run-cancel", "n_clicks"),
+    State("run-cancel-id", "data"),
+    prevent_initial_call=True,
+)
+def _on_cancel(clicks: int, run_id: str) -> tuple[str, bool]:
+    if not clicks or not run_id:
+        return "", False
+    return queries.cancel_run(run_id) + " (reload the page to see it)", True
 
 
 def _timings_figure(timings: dict[str, float]) -> Any:

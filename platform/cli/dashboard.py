@@ -14,23 +14,19 @@ def dashboard(
     host: Annotated[
         str,
         typer.Option(
-            "--host", help="Interface to bind; 0.0.0.0 exposes it (set MLPILOT_DASH_USER/PASSWORD)."
+            "--host",
+            help="Interface to bind; any but 127.0.0.1/localhost/::1 needs MLPILOT_DASH_USER and MLPILOT_DASH_PASSWORD.",
         ),
     ] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", help="Port to listen on.")] = 8050,
 ) -> None:
     """Compare runs, GPU speedups and Optuna studies in the browser."""
     from mlpilot.dashboards import serve
+    from mlpilot.dashboards.security import check_bind
     from mlpilot.platform.config import get_settings
 
     settings = get_settings()
-    if host not in ("127.0.0.1", "localhost", "::1") and not (
-        settings.dash_user and settings.dash_password
-    ):
-        console(stderr=True).print(
-            f"warning: serving on {host} without authentication; set MLPILOT_DASH_USER and MLPILOT_DASH_PASSWORD",
-            markup=False,
-        )
+    check_bind(host, settings)  # before anything is imported or printed
     console(stderr=True).print(
         f"mlpilot dashboard on http://{host}:{port}/ (Ctrl-C to stop)", markup=False
     )

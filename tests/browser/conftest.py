@@ -130,10 +130,16 @@ def page(browser: Any, request: pytest.FixtureRequest) -> Iterator[Any]:
     page.set_default_timeout(30_000)
     page.dialogs = []  # type: ignore[attr-defined]
     page.on("dialog", lambda d: (page.dialogs.append(d.message), d.dismiss()))  # type: ignore[attr-defined]
+    blocked: list[str] = []  # what the content security policy refused
+    page.on(
+        "console",
+        lambda m: blocked.append(m.text) if "Content Security Policy" in m.text else None,
+    )
     yield page
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(SCREENSHOTS / f"{request.node.name}.png"), full_page=True)
     context.close()
+    assert not blocked, f"the dashboard's own page broke its content security policy: {blocked}"
 
 
 def get_status(url: str, auth: tuple[str, str] | None = None) -> int:

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import json
+import os
 import re
+import subprocess
+from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import SCRIPT_PROMPT, Dashboard, get_status
+from conftest import SCRIPT_PROMPT, Dashboard, get_status, wait_until
+from helpers import MLPILOT, run_cli
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -36,7 +41,8 @@ def test_filtering_and_paging_happen_on_the_server(page: Any, dashboard: Dashboa
     page.wait_for_selector("#runs-table td")
     page.fill("#runs-prompt", "tune xgboost")
     page.keyboard.press("Enter")
-    page.wait_for_function("document.querySelector('#runs-total').innerText.startsWith('1 run')")
+    # a locator wait: the page's content security policy refuses wait_for_function's eval
+    page.locator("#runs-total", has_text=re.compile(r"^1 run")).wait_for()
     assert "tune xgboost" in page.inner_text("#runs-table")
 
 
@@ -122,3 +128,41 @@ def test_auth_refuses_requests_without_credentials(seeded_home: dict) -> None:
         assert get_status(server.url + "/", ("ana", "s3cret")) == 200
     finally:
         server.stop()
+
+
+def test_the_cancel_button_stops_a_running_run(
+    page: Any, seeded_home: dict, tmp_path: Path
+) -> None:
+    home = tmp_path / "home"
+    env = {**os.environ, "MLPILOT_HOME": str(home), "MLPILOT_LLM": "offline"}
+    for name in ("MLFLOW_TRACKING_URI", "MLPILOT_MONGO_URI", "MLPILOT_DASH_USER"):
+        env.pop(name, None)
+    prompt = "tune a random forest for 400 trials to predict sales"
+    running = subprocess.Popen(
+        [MLPILOT, "run", prompt, "--data", str(seeded_home["data"]), "--engine", "cpu"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+
+    def running_run() -> dict | None:
+        done = run_cli("runs", "list", "--limit", "1", "--json", env={"MLPILOT_HOME": str(home)})
+        runs = json.loads(done.stdout) if done.returncode == 0 and done.stdout.strip() else []
+        return runs[0] if runs and runs[0]["status"] == "RUNNING" else None
+
+    server = None
+    try:
+        run = wait_until(running_run, timeout=90)
+        server = Dashboard(home)
+        page.goto(f"{server.url}/run/{run['run_id']}")
+        page.click("#run-cancel")
+        page.locator("#run-cancel-result", has_text="CANCELLED").wait_for()
+        assert running.wait(timeout=60) == 130  # the owner stopped, saying it was cancelled
+        page.reload()
+        page.wait_for_selector("#run-title")
+        assert "CANCELLED" in page.inner_text("#run-title")
+        assert page.locator("#run-cancel").count() == 0  # nothing left to cancel
+    finally:
+        running.kill()
+        if server is not None:
+            server.stop()
