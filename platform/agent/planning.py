@@ -157,7 +157,11 @@ def _plan_from_file(
     data, prompt = _unwrap(raw, path)
     plan = Plan.from_dict(data)
     load = plan.step("load_data")
+    replaced = []
     if load is not None and data_path:
+        given = load.args.get("path")
+        if given and Path(str(given)).expanduser().resolve() != Path(data_path).resolve():
+            replaced.append(f"the plan file's data path {given} was replaced by --data {data_path}")
         load.args["path"] = data_path
     if load is not None and target:
         load.args["target"] = target  # --target wins over what the file says
@@ -172,7 +176,11 @@ def _plan_from_file(
         plan=validated.plan,
         planner="file",
         task=validated.task,
-        notes=[*validated.notes, f"plan file {source['path']} (sha256 {source['sha256'][:16]}…)"],
+        notes=[
+            *validated.notes,
+            *replaced,
+            f"plan file {source['path']} (sha256 {source['sha256'][:16]}…)",
+        ],
         source=source,
     ), profile
 

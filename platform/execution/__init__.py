@@ -89,9 +89,11 @@ class LegResult:
             return {"type": "ProtocolError", "message": self.unreadable, "stage": "recording"}
         child = self.child
         if child.timed_out:
+            limit = self.containment.limits.get("timeout", "time") if self.containment else "time"
             return {
                 "type": "Timeout",
-                "message": f"the pipeline ran past its {child.duration_s:.0f} s limit and was killed",
+                "message": f"the pipeline ran past its {limit} limit (MLPILOT_RUN_TIMEOUT) "
+                "and was killed",
                 "stage": "running",
             }
         if child.cancelled:

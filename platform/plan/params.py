@@ -46,7 +46,7 @@ def _problem(known: dict[str, Param], name: str, value: Any) -> str | None:
     if param.kind == "choice":
         return None if value in param.choices else f"choose one of {list(param.choices)}"
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return f"a {param.kind} is needed"
+        return "a whole number is needed" if param.kind == "int" else "a number is needed"
     if param.kind == "int" and not float(value).is_integer():
         return "a whole number is needed"
     low, high = param.bounds or (float("-inf"), float("inf"))

@@ -84,6 +84,14 @@ def check_model_uri(uri: str) -> str | None:
     )
 
 
+_READ_HINT = "name the file with --data, or its folder with --allow-read DIR"
+_WRITE_HINT = "write inside the run folder (a relative name); choose your own file with --out"
+_MODEL_HINT = (
+    "log or register the model first; a local model folder is predicted with "
+    "mlpilot predict --model DIR --trust-local-model"
+)
+
+
 def check_paths(plan: Plan, policy: PathPolicy, plugin_tools: frozenset[str] = frozenset()) -> None:
     """Every path of ``plan`` against ``policy``; raises ``PlanError`` on the first refusal."""
     for number, step in enumerate(plan.steps, start=1):
@@ -92,15 +100,15 @@ def check_paths(plan: Plan, policy: PathPolicy, plugin_tools: frozenset[str] = f
                 continue
             key = (step.tool, name)
             if key in READS or (step.tool in plugin_tools and _PLUGIN_PATH.search(name)):
-                problem = policy.allows_read(value)
+                problem, hint = policy.allows_read(value), _READ_HINT
             elif key in WRITES:
-                problem = check_write(value)
+                problem, hint = check_write(value), _WRITE_HINT
             elif key in MODELS:
-                problem = check_model_uri(value)
+                problem, hint = check_model_uri(value), _MODEL_HINT
             else:
                 continue
             if problem:
                 raise PlanError(
                     f"step {number} ({step.tool}): {name}={value!r} is refused: {problem}",
-                    hint="name the file with --data, or its folder with --allow-read DIR",
+                    hint=hint,
                 )

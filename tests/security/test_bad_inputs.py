@@ -17,7 +17,16 @@ def _csv(sep: str = ",") -> str:
 
 
 def run(home: Path, data: Path) -> tuple[int, dict, str]:
-    done = run_cli("run", "predict y", "--data", str(data), "--engine", "cpu", "--json")
+    """Load and fit a linear model (what reading the file needs, and no more)."""
+    plan = data.with_name("plan.json")
+    steps = [
+        {"tool": "load_data", "args": {"path": str(data), "target": "y"}},
+        {"tool": "train_model", "args": {"model": "linear"}},
+    ]
+    plan.write_text(json.dumps({"steps": steps}))
+    done = run_cli(
+        "run", "predict y", "--plan", str(plan), "--data", str(data), "--engine", "cpu", "--json"
+    )
     outcome = json.loads(done.stdout) if done.stdout.strip().startswith("{") else {}
     return done.returncode, outcome, done.stderr
 

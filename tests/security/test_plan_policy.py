@@ -100,7 +100,7 @@ def test_store_model_uris_pass(uri: str) -> None:
     ("params", "why"),
     [
         ({"n_estimators": 1e12}, "outside"),
-        ({"n_estimators": "many"}, "int is needed"),
+        ({"n_estimators": "many"}, "a whole number is needed"),
         ({"n_estimators": 10.5}, "whole number"),
         ({"criterion": "chaos"}, "choose one of"),
         ({"__class__": 1}, "not a parameter"),

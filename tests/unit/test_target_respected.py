@@ -67,3 +67,17 @@ def test_the_target_flag_wins_over_a_saved_plan(tmp_path: Path) -> None:
         settings, "", data_path=str(data), target="x", plan_file=str(plan_file)
     )
     assert _target(result.plan.to_dict()) == "x"
+
+
+def test_data_flag_replaces_a_saved_plans_path_and_says_so(tmp_path: Path) -> None:
+    from mlpilot.platform.agent.planning import plan_request
+    from mlpilot.platform.config import Settings
+
+    data = write_csv(tmp_path / "d.csv", COLUMNS)
+    settings = Settings.from_env({"MLPILOT_HOME": str(tmp_path / "home"), "MLPILOT_LLM": "offline"})
+    plan_file = tmp_path / "plan.json"
+    load = {"tool": "load_data", "args": {"path": "/etc/shadow", "target": "segment"}}
+    plan_file.write_text(json.dumps({"steps": [load]}))
+    result, _ = plan_request(settings, "", data_path=str(data), plan_file=str(plan_file))
+    assert result.plan.steps[0].args["path"] == str(data)
+    assert any("/etc/shadow was replaced by --data" in note for note in result.notes)
