@@ -169,6 +169,18 @@ class MlflowServer:
             self.log.close()
 
 
+def local_env(home: Path, **extra: str) -> dict[str, str]:
+    """Environment for ``mlpilot`` with embedded stores under ``home`` and the offline
+    planner (empty = unset for mlpilot: the developer's own settings stay out)."""
+    return {
+        "MLPILOT_HOME": str(home),
+        "MLPILOT_LLM": "offline",
+        "MLFLOW_TRACKING_URI": "",
+        "MLPILOT_MONGO_URI": "",
+        **extra,
+    }
+
+
 def tracking_env(home: Path, mlflow_uri: str, mongo_uri: str, **extra: str) -> dict[str, str]:
     """Environment for ``mlpilot`` against a tracking server and a MongoDB-protocol server."""
     return {

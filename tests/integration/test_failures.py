@@ -7,19 +7,9 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from helpers import run_cli
+from helpers import local_env, run_cli
 
 pytestmark = pytest.mark.integration
-
-
-def _env(home: Path, **extra: str) -> dict[str, str]:
-    return {
-        "MLPILOT_HOME": str(home),
-        "MLPILOT_LLM": "offline",
-        "MLFLOW_TRACKING_URI": "",
-        "MLPILOT_MONGO_URI": "",
-        **extra,
-    }
 
 
 def _latest(home: Path) -> tuple[object, dict]:
@@ -64,7 +54,7 @@ def test_bad_files_fail_clearly_and_are_recorded(
         "train a random forest to predict sales",
         "--data",
         str(data),
-        env=_env(home),
+        env=local_env(home),
         cwd=tmp_path,
     )
     _assert_one_line_failure(done, needle, "data.csv")
@@ -82,7 +72,7 @@ def test_missing_target_column_names_the_candidates(tmp_path: Path, sales_csv: P
         str(sales_csv),
         "--target",
         "revenue",
-        env=_env(home),
+        env=local_env(home),
         cwd=tmp_path,
     )
     line = _assert_one_line_failure(done, "'revenue'", "not in the data", "'sales'")
@@ -98,7 +88,7 @@ def test_plan_without_any_target_lists_candidates(tmp_path: Path, sales_csv: Pat
         "--data",
         str(sales_csv),
         "--json",
-        env=_env(tmp_path / "home"),
+        env=local_env(tmp_path / "home"),
         cwd=tmp_path,
     )
     _assert_one_line_failure(done, "which column to predict", "'sales'")
@@ -147,7 +137,7 @@ def test_a_crashing_child_ends_failed_in_both_stores(tmp_path: Path, sales_csv: 
         str(sales_csv),
         "--plugins",
         "crashy",
-        env=_env(home, PYTHONPATH=str(plugins)),
+        env=local_env(home, PYTHONPATH=str(plugins)),
         cwd=tmp_path,
     )
     _assert_one_line_failure(done, "SIGKILL")

@@ -13,21 +13,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import MLPILOT, free_port, run_cli, wait_for_port
+from helpers import MLPILOT, free_port, local_env, run_cli, wait_for_port
 
 pytestmark = pytest.mark.integration
 USER, PASSWORD = "ana", "s3cret"
 
 
 def _env(home: Path, **extra: str) -> dict[str, str]:
-    return {
-        **os.environ,
-        "MLPILOT_HOME": str(home),
-        "MLPILOT_LLM": "offline",
-        "MLFLOW_TRACKING_URI": "",
-        "MLPILOT_MONGO_URI": "",
-        **extra,
-    }
+    return {**os.environ, **local_env(home, **extra)}
 
 
 @pytest.fixture(scope="module")

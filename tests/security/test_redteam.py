@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import MLPILOT, invoke_cli, run_cli
+from helpers import MLPILOT, invoke_cli, local_env, run_cli
 
 pytestmark = [pytest.mark.integration]
 PAYLOADS = Path(__file__).with_name("payloads.py")
@@ -128,16 +128,9 @@ def _plugin_source(home: Path, port: int) -> str:
 
 
 def _env(home: Path, **extra: str) -> dict[str, str]:
-    return {
-        "MLPILOT_HOME": str(home),
-        "MLPILOT_LLM": "offline",
-        "MLFLOW_TRACKING_URI": "",
-        "MLPILOT_MONGO_URI": "",
-        # what a payload would go after: the child must never see them
-        "OPENAI_API_KEY": "sk-redteam",
-        "NVIDIA_API_KEY": "nvapi-redteam",
-        **extra,
-    }
+    # the keys are what a payload goes after: the child must never see them
+    keys = {"OPENAI_API_KEY": "sk-redteam", "NVIDIA_API_KEY": "nvapi-redteam"}
+    return local_env(home, **{**keys, **extra})
 
 
 def _plugin_argv(lab: Path, step: dict[str, Any]) -> list[str]:
