@@ -165,9 +165,9 @@ def _one_line(stderr: str) -> str:
 def _assert_contained(report: dict[str, str], home: Path, listener: Listener) -> None:
     """What every survivable payload achieved, from inside the child."""
     assert report["environment"] == "has ", report["environment"]
-    assert report["socket"].startswith("refused") and listener.received == []
     if not ROOT:
         pytest.skip("mlpilot is not root here: the user drop and the namespace are not applied")
+    assert report["socket"].startswith("refused") and listener.received == []
     assert not report["whoami"].startswith("uid 0"), report["whoami"]
     for path in ("/etc/shadow", str(KEY_FILE), "$HOME/private/metadata.db"):
         assert report[f"read {path}"].startswith("refused: PermissionError"), report
@@ -211,8 +211,10 @@ FATAL = {
 
 def test_fatal_payloads_end_failed_in_one_line(lab: Path) -> None:
     """Each payload that never comes back: the run FAILED in both stores, saying which limit."""
-    # the process limit counts every process of the run user: the fork bomb runs alone
-    for batch in (("infinite loop", "10**10**8", "10 GB write"), ("fork bomb",)):
+    # the process limit counts every process of the run user: the fork bomb runs alone,
+    # and only where there is such a user (as root): elsewhere it would be a real one
+    batches = [("infinite loop", "10**10**8", "10 GB write")] + [("fork bomb",)] * ROOT
+    for batch in batches:
         started = {}
         for payload in batch:
             home = lab / f"home-{payload.split()[0].replace('*', '')}"
