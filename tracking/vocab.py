@@ -142,6 +142,12 @@ ATTR_FAIL_REASON = "mlpilot.fail_reason"
 ATTR_EARLY_STOPPED = "mlpilot.early_stopped"
 #: the engine a trial was scored on (one study keeps one engine)
 ATTR_ENGINE = "mlpilot.engine"
+#: a trial's mean seconds to fit one fold (what refitting its configuration will cost)
+ATTR_FIT_S = "mlpilot.fit_s"
+#: a trial's score on each fold, in the metric's natural direction (its out-of-fold scores)
+ATTR_FOLD_VALUES = "mlpilot.fold_values"
+#: why a time-budgeted search moved on at a plateau instead of stopping (study attribute)
+ATTR_MOVES = "mlpilot.moves"
 
 
 def device_tag(stage: str) -> str:

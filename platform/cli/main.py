@@ -142,6 +142,7 @@ def run(
     """Plan, generate and run a tracked experiment."""
     from mlpilot.platform.agent.orchestrator import run_request
     from mlpilot.platform.agent.request import RunRequest
+    from mlpilot.platform.cli import INVOKED_AT
     from mlpilot.platform.cli.progress import ConsoleProgress, print_outcome
 
     request = RunRequest(
@@ -157,6 +158,7 @@ def run(
         plan_file=plan_file,
         allow_read=tuple(allow_read or ()),
         adapter=adapter,
+        received_at=INVOKED_AT,
     )
     progress = ConsoleProgress(quiet=json_out)
     settings = None

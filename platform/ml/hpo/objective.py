@@ -14,6 +14,8 @@ so Dask can ship it to workers.
 from __future__ import annotations
 
 import dataclasses
+import statistics
+import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -32,6 +34,7 @@ if TYPE_CHECKING:
     import optuna
 
     from mlpilot.platform.ml.context import PipelineRun
+    from mlpilot.platform.ml.hpo.budget import SearchClock
 
 CV_FOLDS = 3
 #: per-fold intermediate values sit above any boosting round, so the two never collide
@@ -65,6 +68,7 @@ class CVObjective:
         metric: str,
         folds: int = CV_FOLDS,
         pruning: bool = True,
+        clock: SearchClock | None = None,
     ) -> None:
         from sklearn.model_selection import KFold, StratifiedKFold
 
@@ -91,6 +95,10 @@ class CVObjective:
         self.splits = list(splitter.split(self.X, self.y))
         self._folds: dict[bool, list[Fold]] = {}
         self._scorer: Any = None
+        #: the search's deadline under a time budget: a trial that would pass it is pruned
+        self.clock = clock
+        #: family → measured mean fold fit seconds of this process's trials
+        self.fit_times: dict[str, list[float]] = {}
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
@@ -161,11 +169,15 @@ class CVObjective:
             else None
         )
         values: list[float] = []
+        fits: list[float] = []
         for k, fold in enumerate(folds):
+            self._check_time(family, fits)
+            started = time.perf_counter()
             if k == 0 and booster_metric:
                 fitted = boosting.fit_with_pruning(estimator, fold, trial, family, booster_metric)
             else:
                 fitted = clone(estimator).fit(fold.X_train, fold.y_train)
+            fits.append(time.perf_counter() - started)
             if k == 0:  # where this configuration trains (the other folds train the same way)
                 observe_model(pipeline[:-1])
                 observe_model(fitted)
@@ -174,4 +186,25 @@ class CVObjective:
                 trial.report(float(np.mean(values)), FOLD_STEP + k)
                 if trial.should_prune():
                     raise optuna.TrialPruned(f"pruned after fold {k + 1} of {len(folds)}")
+        fit_s = float(np.mean(fits))
+        self.fit_times.setdefault(family, []).append(fit_s)
+        trial.set_user_attr(vocab.ATTR_FIT_S, round(fit_s, 4))
+        trial.set_user_attr(vocab.ATTR_FOLD_VALUES, [float(v) for v in values])
         return float(np.mean(values))
+
+    def _check_time(self, family: str, fits: list[float]) -> None:
+        """Under a time budget, prune a trial whose next fold would end past the search's
+        deadline (estimated from its own folds so far, else its family's earlier trials).
+        Until this process has a complete trial, nothing is pruned for time: the search
+        must end with a model."""
+        import optuna
+
+        if self.clock is None or not self.fit_times:
+            return
+        seen = self.fit_times.get(family)
+        estimate = fits[-1] if fits else (statistics.median(seen) if seen else 0.0)
+        if not self.clock.fits(estimate):
+            raise optuna.TrialPruned(
+                f"out of time: the next fold needs about {estimate:.1f} s, "
+                f"{max(self.clock.search_left(), 0.0):.1f} s of the search are left"
+            )

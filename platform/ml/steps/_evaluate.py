@@ -15,6 +15,11 @@ from mlpilot.platform.ml.modeling import LABELS, TREE_FAMILIES
 from mlpilot.platform.ml.steps._model import _scores, train_model
 
 PERMUTATION_ROWS = 5000
+PERMUTATION_REPEATS = 3
+MIN_PERMUTATION_ROWS = 200
+#: seconds a time-budgeted run keeps after its importance (logging the model, the result,
+#: the parent's recording): permutation importance runs only when it fits before that
+IMPORTANCE_RESERVE_S = 3.0
 
 
 # -- evaluate -------------------------------------------------------------------------------------------
@@ -28,6 +33,9 @@ def evaluate_model(run: PipelineRun, cv_folds: int = 5) -> None:
     from sklearn.model_selection import KFold, StratifiedKFold, cross_validate
 
     with run.stage("evaluate"):
+        if _search_folds_instead(run, cv_folds):
+            _log_plots(run)
+            return
         # the folds fit clones of this model: same estimators, same parameters, same process
         observe_model(run.model.pipeline)
         X_train, y_train = run.data.train()
@@ -60,6 +68,24 @@ def evaluate_model(run: PipelineRun, cv_folds: int = 5) -> None:
         run.log_metrics(cv_metrics)
         run.logger.log_params({"evaluate.cv_folds": cv_folds})
         _log_plots(run)
+
+
+def _search_folds_instead(run: PipelineRun, cv_folds: int) -> bool:
+    """Under a time budget with no room for ``cv_folds`` more fits: keep the search's own
+    out-of-fold scores of the chosen configuration (``cv_<metric>``), with a note."""
+    left, fit_s = run.time_left(), run.model.fit_s
+    folds = (run.result.study or {}).get("best_fold_values")
+    if left is None or fit_s is None or not folds:
+        return False
+    cost = cv_folds * fit_s
+    if cost + IMPORTANCE_RESERVE_S <= left:
+        return False
+    run.note(
+        f"evaluate: {cv_folds}-fold cross-validation would take about {cost:.0f} s and "
+        f"{max(left, 0):.0f} s of the time budget are left: cv_{run.model.main_metric} is the "
+        f"chosen configuration's out-of-fold score from the search ({len(folds)} folds)"
+    )
+    return True
 
 
 def _cv_scoring(run: PipelineRun) -> dict[str, Any]:
@@ -121,15 +147,15 @@ def feature_importance(run: PipelineRun, method: str = "auto", top_k: int = 10) 
 
     with run.stage("importance"):
         observe_model(run.model.pipeline)
-        used = method
+        used, rows = method, PERMUTATION_ROWS
         if method == "auto":
-            used = "permutation"
+            used, rows = _auto_method(run)
         if used == "impurity" and run.model.family not in TREE_FAMILIES:
             run.note(
                 f"impurity importance needs a tree model; {LABELS[run.model.family]} uses permutation importance"
             )
             used = "permutation"
-        ranking = _impurity(run) if used == "impurity" else _permutation(run)
+        ranking = _impurity(run) if used == "impurity" else _permutation(run, rows)
         items = [
             {"feature": f, "importance": round(float(v), 6)}
             for f, v in sorted(ranking.items(), key=lambda kv: -kv[1])
@@ -152,6 +178,38 @@ def feature_importance(run: PipelineRun, method: str = "auto", top_k: int = 10) 
         )
 
 
+def _permutation_cost(run: PipelineRun) -> float | None:
+    """Estimated seconds of permutation importance: one test pass per column and repeat."""
+    if run.model.predict_s is None:
+        return None
+    X_test, _ = run.data.test()
+    share = min(1.0, PERMUTATION_ROWS / max(len(X_test), 1))
+    return run.model.predict_s * share * (len(X_test.columns) * PERMUTATION_REPEATS + 1)
+
+
+def _auto_method(run: PipelineRun) -> tuple[str, int]:
+    """Permutation importance on up to ``PERMUTATION_ROWS`` test rows, unless a time budget
+    has no room for it: then the model's own (impurity) importance where it has one, else
+    permutation on as many rows as fit; with a note. Returns the method and the rows."""
+    left, cost = run.time_left(), _permutation_cost(run)
+    if left is None or cost is None or cost + IMPORTANCE_RESERVE_S <= left:
+        return "permutation", PERMUTATION_ROWS
+    room = max(left - IMPORTANCE_RESERVE_S, 0.0)
+    native = hasattr(run.model.pipeline.named_steps["model"], "feature_importances_")
+    if native:
+        run.note(
+            f"importance: permutation would take about {cost:.0f} s and {room:.0f} s of the "
+            "time budget are free: using the model's own (impurity) importance"
+        )
+        return "impurity", 0
+    rows = max(MIN_PERMUTATION_ROWS, int(PERMUTATION_ROWS * room / cost))
+    run.note(
+        f"importance: permutation on {rows} test rows, which fit in the time budget "
+        f"(about {cost:.0f} s for {PERMUTATION_ROWS})"
+    )
+    return "permutation", rows
+
+
 def _impurity(run: PipelineRun) -> dict[str, float]:
     estimator = run.model.pipeline.named_steps["model"]
     values = np.asarray(estimator.feature_importances_, dtype=float)
@@ -167,12 +225,12 @@ def _impurity(run: PipelineRun) -> dict[str, float]:
     return {k: v / total for k, v in totals.items()}
 
 
-def _permutation(run: PipelineRun) -> dict[str, float]:
+def _permutation(run: PipelineRun, rows: int = PERMUTATION_ROWS) -> dict[str, float]:
     from sklearn.inspection import permutation_importance
 
     X_test, y_test = run.data.test()
-    if len(X_test) > PERMUTATION_ROWS:
-        sample = X_test.sample(PERMUTATION_ROWS, random_state=run.seed)
+    if len(X_test) > rows:
+        sample = X_test.sample(rows, random_state=run.seed)
         X_test, y_test = sample, y_test.loc[sample.index]
     scorer = M.sklearn_scorer(
         run.model.main_metric or M.default_metric(run.data.task),
@@ -181,7 +239,12 @@ def _permutation(run: PipelineRun) -> dict[str, float]:
         run.data.positive_class,
     )
     result = permutation_importance(
-        run.model.pipeline, X_test, y_test, n_repeats=3, random_state=run.seed, scoring=scorer
+        run.model.pipeline,
+        X_test,
+        y_test,
+        n_repeats=PERMUTATION_REPEATS,
+        random_state=run.seed,
+        scoring=scorer,
     )
     return {
         str(c): max(float(v), 0.0)

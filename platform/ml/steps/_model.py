@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import numpy as np
@@ -96,7 +97,10 @@ def score_on_test(run: PipelineRun) -> dict[str, float]:
         data, pipeline = run.data, run.model.pipeline
         observe_model(pipeline)
         X_test, y_test = data.test()
+        started = time.perf_counter()
         y_pred = pipeline.predict(X_test)
+        # what one pass over the test rows costs (permutation importance makes many)
+        run.model.predict_s = time.perf_counter() - started
         y_score = _scores(pipeline, X_test) if data.task == "classification" else None
         test = M.scores(str(data.task), y_test, y_pred, y_score, data.classes, data.positive_class)
     run.log_metrics({f"test_{k}": v for k, v in test.items()})
@@ -142,9 +146,27 @@ def optimize_model(
     with run.stage("train"):
         pipeline = run.build_pipeline(family, params)
         X_train, y_train = run.data.train()
+        started = time.perf_counter()
         pipeline.fit(X_train, y_train)
+        fit_s = time.perf_counter() - started
         observe_model(pipeline)
         set_model(run, pipeline, family, params)
+        run.model.fit_s = fit_s
         if metric:
             run.model.main_metric = metric
+        _log_search_cv(run)
     score_on_test(run)
+
+
+def _log_search_cv(run: PipelineRun) -> None:
+    """``cv_<metric>``: the chosen configuration's own out-of-fold scores from the search
+    (the folds every trial was scored on), labelled as such."""
+    study = run.result.study or {}
+    folds = study.get("best_fold_values")
+    metric = run.model.main_metric
+    if not folds or not metric:
+        return
+    run.log_metrics(
+        {f"cv_{metric}": float(np.mean(folds)), f"cv_{metric}_std": float(np.std(folds))}
+    )
+    run.logger.log_params({"cv.source": "search", "cv.folds": len(folds)})
