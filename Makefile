@@ -9,7 +9,7 @@ PYTEST_ARGS ?=
 # Browser tests drive Debian's Chromium (Playwright never downloads a browser here).
 CHROMIUM ?= /usr/bin/chromium
 
-.PHONY: demo test lint format gpu-check bench clean install install-dev
+.PHONY: demo test lint format gpu-check bench bench-automl clean install install-dev
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -69,6 +69,13 @@ gpu-check: $(VENV)/.installed-dev
 BENCH_ARGS ?=
 bench: $(VENV)/.installed-dev
 	$(BIN)/python benchmarks/stages.py $(BENCH_ARGS)
+
+## bench-automl: mlpilot's full AutoML against FLAML and AutoGluon-Tabular at an equal budget
+## on the twelve benchmark sets (installs the peers into benchmarks/.peers-venv once; up to
+## 90 minutes at 60 s). AUTOML_ARGS="--budget 300" or "--quick" (four sets)
+AUTOML_ARGS ?=
+bench-automl: $(VENV)/.installed-dev
+	$(BIN)/python benchmarks/automl.py $(AUTOML_ARGS)
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info .pytest_cache .ruff_cache

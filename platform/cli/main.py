@@ -196,13 +196,25 @@ def predict(
         bool,
         typer.Option("--trust-local-model", help="Load a model folder from disk (unverified)."),
     ] = False,
+    proba: Annotated[
+        bool,
+        typer.Option(
+            "--proba",
+            help="Classifiers: also write each class's probability (columns proba_<class>).",
+        ),
+    ] = False,
 ) -> None:
     """Predict raw rows with a logged or registered model (loaded in a contained process,
     after its files are checked against the digests recorded when it was logged)."""
     from mlpilot.platform.agent.predicting import predict_file
 
     path, rows = predict_file(
-        model, data, out, trust_unverified=trust_unverified, trust_local=trust_local_model
+        model,
+        data,
+        out,
+        trust_unverified=trust_unverified,
+        trust_local=trust_local_model,
+        proba=proba,
     )
     if out:
         console(stderr=True).print(f"wrote {rows} predictions to {path}", markup=False)

@@ -36,6 +36,8 @@ ENV_READ_MAP = "MLPILOT_READ_MAP"
 ENV_MODEL_URI = "MLPILOT_MODEL_URI"
 ENV_TRUST = "MLPILOT_TRUST"  # comma-separated: unverified, local
 PREDICTIONS_FILE = "predictions.csv"
+ENV_PROBA = "MLPILOT_PROBA"  # "1": also write each class's probability (proba_<class>)
+PROBA_PREFIX = "proba_"
 ENV_NO_TRACK = "MLPILOT_NO_TRACK"  # "1": log nothing to MLflow (compare's warm-up and repeats)
 ENV_LAUNCHED_AT = "MLPILOT_LAUNCHED_AT"  # wall-clock time.time() when the parent started us
 #: wall-clock time.time() when the user's request began (``mlpilot run`` invoked): a time
