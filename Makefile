@@ -64,16 +64,18 @@ gpu-check: $(VENV)/.installed-dev
 	-$(BIN)/mlpilot doctor
 	$(BIN)/python -m pytest -m gpu -rs -v -s tests/gpu
 
-## bench: the stage table (CPU engine, and the GPU engine where usable); BENCH_ARGS=--full
-## for the write-up's sizes. Other benchmarks: benchmarks/{overhead,hpo,tracking,dashboard}.py
+## bench: the stage table (CPU engine, and the GPU engine where usable; BENCH_ARGS=--full
+## for the write-up's sizes), then the AutoML comparison (bench-automl). Other benchmarks:
+## benchmarks/{overhead,hpo,tracking,dashboard}.py
 BENCH_ARGS ?=
+AUTOML_ARGS ?=
 bench: $(VENV)/.installed-dev
 	$(BIN)/python benchmarks/stages.py $(BENCH_ARGS)
+	$(BIN)/python benchmarks/automl.py $(AUTOML_ARGS)
 
 ## bench-automl: mlpilot's full AutoML against FLAML and AutoGluon-Tabular at an equal budget
 ## on the twelve benchmark sets (installs the peers into benchmarks/.peers-venv once; up to
 ## 90 minutes at 60 s). AUTOML_ARGS="--budget 300" or "--quick" (four sets)
-AUTOML_ARGS ?=
 bench-automl: $(VENV)/.installed-dev
 	$(BIN)/python benchmarks/automl.py $(AUTOML_ARGS)
 

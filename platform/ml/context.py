@@ -166,6 +166,8 @@ class PipelineRun:
         #: wall-clock time by which the whole run must have ended: set by a step given a
         #: time budget (``optimize_model(timeout_s=…)``); the steps after it fit within it
         self.deadline: float | None = None
+        #: what a time-budgeted search leaves for the ensemble (``ensemble.SearchOutput``)
+        self.search: Any = None
         #: where each stage really ran (measured under the GPU engine)
         self.devices = StageDevices(engine)
         self._startup_error: MlpilotError | None = None

@@ -35,7 +35,7 @@ def test_the_search_deadline_keeps_a_reserve_that_grows_with_the_best_fit() -> N
     assert base == pytest.approx(B.FINISH_BASE_S + B.FINISH_SHARE * 60)
     assert clock.search_deadline == pytest.approx(1060.0 - base)
     clock.update_reserve(5.0)  # the best trial fits a fold in 5 s: its refit needs room
-    assert clock.reserve_s == pytest.approx(base + B.REFIT_FOLDS * 5.0)
+    assert clock.reserve_s == pytest.approx(base + B.REFIT_FOLDS * (1 + B.ENSEMBLE_REFITS) * 5.0)
     now = clock.search_deadline - 3.0
     assert clock.fits(2.9, now) and not clock.fits(3.1, now)
     assert clock.unused_share(now) == pytest.approx(3.0 / 60.0)

@@ -38,11 +38,19 @@ logger = logging.getLogger(__name__)
 #: seconds kept for what follows any search: scoring, logging the model to MLflow, the
 #: result, the child's exit and the parent's recording (measured: 2–4 s on 2 cores)
 FINISH_BASE_S = 4.0
+#: of which what follows the final model (scoring, cheap importance, logging, recording)
+AFTER_MODEL_S = 2.5
 #: and a share of the budget on top (a busy machine slows all of it down)
 FINISH_SHARE = 0.04
+#: a time budget this long (seconds) draws the study's plots, and keeps this long for them;
+#: a shorter one skips them (they take seconds: Plotly and matplotlib figures, fANOVA)
+PLOTS_MIN_BUDGET_S = 300.0
+PLOTS_RESERVE_S = 10.0
 #: refitting on every training row costs this many of the best trial's fold fits
 #: (k/(k-1) more rows at 3 folds, plus the preprocessing and a margin)
 REFIT_FOLDS = 2.0
+#: and the ensemble's other members about as many again (``ml/ensemble.py``)
+ENSEMBLE_REFITS = 1
 #: a family with fewer complete trials than this gets one more at a plateau
 MIN_FAMILY_TRIALS = 3
 #: how far the best configuration is grown: rounds ×2 and learning rate ÷2 each time
@@ -81,8 +89,14 @@ class SearchClock:
 
     def update_reserve(self, best_fit_s: float | None) -> None:
         """The time kept after the search, given the best trial's mean fold fit time."""
-        refit = REFIT_FOLDS * best_fit_s if best_fit_s else 0.0
-        self.reserve_s = FINISH_BASE_S + FINISH_SHARE * self.budget_s + refit
+        refit = REFIT_FOLDS * (1 + ENSEMBLE_REFITS) * best_fit_s if best_fit_s else 0.0
+        plots = PLOTS_RESERVE_S if self.plots else 0.0
+        self.reserve_s = FINISH_BASE_S + FINISH_SHARE * self.budget_s + refit + plots
+
+    @property
+    def plots(self) -> bool:
+        """Whether the budget leaves room for the study's plots."""
+        return self.budget_s >= PLOTS_MIN_BUDGET_S
 
     @property
     def search_deadline(self) -> float:

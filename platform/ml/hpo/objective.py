@@ -57,6 +57,32 @@ def _nbytes(data: Any) -> int:
     return int(getattr(data, "nbytes", 0))
 
 
+class OutOfFold:
+    """One trial's out-of-fold output, filled fold by fold (``ok`` False if a fold's
+    classifier saw fewer classes than the data has: its columns would not line up)."""
+
+    def __init__(self, rows: int, n_classes: int) -> None:
+        self.proba = n_classes > 0
+        shape = (rows, n_classes) if self.proba else (rows,)
+        self.values = np.zeros(shape, dtype=float)
+        self.ok = True
+
+    def add(self, fitted: Any, X_valid: Any, rows: Any) -> None:
+        if not self.ok:
+            return
+        if not self.proba:
+            self.values[rows] = np.asarray(fitted.predict(X_valid), dtype=float)
+            return
+        if not hasattr(fitted, "predict_proba"):
+            self.ok = False
+            return
+        part = np.asarray(fitted.predict_proba(X_valid), dtype=float)
+        if part.shape[1] != self.values.shape[1]:
+            self.ok = False
+            return
+        self.values[rows] = part
+
+
 class CVObjective:
     """``objective(trial)`` → the mean cross-validated ``metric`` (in its natural direction)."""
 
@@ -69,6 +95,7 @@ class CVObjective:
         folds: int = CV_FOLDS,
         pruning: bool = True,
         clock: SearchClock | None = None,
+        keep_oof: int = 0,
     ) -> None:
         from sklearn.model_selection import KFold, StratifiedKFold
 
@@ -99,10 +126,16 @@ class CVObjective:
         self.clock = clock
         #: family → measured mean fold fit seconds of this process's trials
         self.fit_times: dict[str, list[float]] = {}
+        #: the out-of-fold output (probabilities, or predictions) of this process's best
+        #: ``keep_oof`` complete trials, by trial number: what the ensemble blends
+        self.keep_oof = keep_oof
+        self.oof: dict[int, np.ndarray] = {}
+        self.oof_values: dict[int, float] = {}
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
         state["_folds"], state["_scorer"] = {}, None  # rebuilt where the trials run
+        state["oof"], state["oof_values"], state["keep_oof"] = {}, {}, 0  # local trials only
         return state
 
     @property
@@ -170,6 +203,7 @@ class CVObjective:
         )
         values: list[float] = []
         fits: list[float] = []
+        oof = OutOfFold(len(self.y), self.n_classes) if self.keep_oof else None
         for k, fold in enumerate(folds):
             self._check_time(family, fits)
             started = time.perf_counter()
@@ -182,6 +216,8 @@ class CVObjective:
                 observe_model(pipeline[:-1])
                 observe_model(fitted)
             values.append(self.sign * float(self.scorer(fitted, fold.X_valid, fold.y_valid)))
+            if oof is not None:
+                oof.add(fitted, fold.X_valid, self.splits[k][1])
             if self.pruning and k < len(folds) - 1:
                 trial.report(float(np.mean(values)), FOLD_STEP + k)
                 if trial.should_prune():
@@ -190,7 +226,18 @@ class CVObjective:
         self.fit_times.setdefault(family, []).append(fit_s)
         trial.set_user_attr(vocab.ATTR_FIT_S, round(fit_s, 4))
         trial.set_user_attr(vocab.ATTR_FOLD_VALUES, [float(v) for v in values])
-        return float(np.mean(values))
+        value = float(np.mean(values))
+        if oof is not None and oof.ok:
+            self._keep(trial.number, value, oof.values)
+        return value
+
+    def _keep(self, number: int, value: float, output: np.ndarray) -> None:
+        """Keep this trial's out-of-fold output if it is among the best ``keep_oof``."""
+        self.oof[number], self.oof_values[number] = output, value
+        if len(self.oof) > self.keep_oof:
+            maximize = self.metric not in M.LOWER_IS_BETTER
+            worst = (min if maximize else max)(self.oof_values, key=self.oof_values.__getitem__)
+            del self.oof[worst], self.oof_values[worst]
 
     def _check_time(self, family: str, fits: list[float]) -> None:
         """Under a time budget, prune a trial whose next fold would end past the search's

@@ -9,8 +9,10 @@ from typing import TYPE_CHECKING, Any
 
 from mlpilot.platform.errors import MlpilotError
 from mlpilot.platform.ml import metrics as M
+from mlpilot.platform.ml.ensemble import ENSEMBLE_CANDIDATES, SearchOutput
 from mlpilot.platform.ml.hpo import summary as S
 from mlpilot.platform.ml.hpo.budget import (
+    PLOTS_MIN_BUDGET_S,
     PlateauMoves,
     SearchClock,
     enqueue_low_cost,
@@ -111,7 +113,15 @@ def optimize(
         cv_folds=CV_FOLDS,
     ).save(study)
     clock = _clock(run, timeout_s)
-    objective = CVObjective(run, model=model, metric=metric, pruning=pruning, clock=clock)
+    objective = CVObjective(
+        run,
+        model=model,
+        metric=metric,
+        pruning=pruning,
+        clock=clock,
+        # a time budget ends with the ensemble: keep the best trials' out-of-fold output
+        keep_oof=2 * ENSEMBLE_CANDIDATES if clock is not None else 0,
+    )
     logger = TrialLogger.for_parent(run.logger, name)
     families = auto_families(run.prefer) if model == "auto" else (model,)
     if clock is not None and enqueue_low_cost(study, families, model):
@@ -161,8 +171,15 @@ def optimize(
         )
     best_trial = study.best_trial
     summary["best_fold_values"] = best_trial.user_attrs.get(vocab.ATTR_FOLD_VALUES)
+    run.search = _search_output(study, objective, model, best_trial.number)
     if session.stop_reason == "failures":
         run.note("the study stopped early: its last trials all failed (see logs/stderr.txt)")
+    if plots and clock is not None and not clock.plots:
+        plots = False
+        run.note(
+            f"no study plots: a time budget under {PLOTS_MIN_BUDGET_S:.0f} s keeps its time "
+            "for the search (optuna-dashboard on the study's storage draws them)"
+        )
     _record(run, study, summary, plots=plots)
     if summary["early_stopped"]:
         run.note(
@@ -173,6 +190,30 @@ def optimize(
         _note_unused(run, clock, session.stop_reason, summary)
     best = study.best_trial
     return str(best.params.get(FAMILY_PARAM, model)), model_params(best.params)
+
+
+def _search_output(
+    study: Any, objective: CVObjective, model: str, best_number: int
+) -> SearchOutput | None:
+    """The best trials' out-of-fold output and configurations, for the ensemble."""
+    if len(objective.oof) < 2:
+        return None
+    trials = {t.number: t for t in study.get_trials(deepcopy=False)}
+    configs, fit_s = {}, {}
+    for number in objective.oof:
+        params = trials[number].params
+        configs[number] = (str(params.get(FAMILY_PARAM, model)), model_params(params))
+        fit_s[number] = float(trials[number].user_attrs.get(vocab.ATTR_FIT_S) or 0.0)
+    return SearchOutput(
+        oof=dict(objective.oof),
+        values=dict(objective.oof_values),
+        configs=configs,
+        fit_s=fit_s,
+        y=objective.y.to_numpy(),
+        splits=objective.splits,
+        maximize=objective.metric not in M.LOWER_IS_BETTER,
+        best_number=best_number,
+    )
 
 
 def _clock(run: PipelineRun, timeout_s: float | None) -> SearchClock | None:

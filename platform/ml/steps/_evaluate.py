@@ -19,7 +19,7 @@ PERMUTATION_REPEATS = 3
 MIN_PERMUTATION_ROWS = 200
 #: seconds a time-budgeted run keeps after its importance (logging the model, the result,
 #: the parent's recording): permutation importance runs only when it fits before that
-IMPORTANCE_RESERVE_S = 3.0
+IMPORTANCE_RESERVE_S = 2.0
 
 
 # -- evaluate -------------------------------------------------------------------------------------------
@@ -147,15 +147,15 @@ def feature_importance(run: PipelineRun, method: str = "auto", top_k: int = 10) 
 
     with run.stage("importance"):
         observe_model(run.model.pipeline)
-        used, rows = method, PERMUTATION_ROWS
+        used, rows, repeats = method, PERMUTATION_ROWS, PERMUTATION_REPEATS
         if method == "auto":
-            used, rows = _auto_method(run)
+            used, rows, repeats = _auto_method(run)
         if used == "impurity" and run.model.family not in TREE_FAMILIES:
             run.note(
-                f"impurity importance needs a tree model; {LABELS[run.model.family]} uses permutation importance"
+                f"impurity importance needs a tree model; {LABELS.get(run.model.family, run.model.family)} uses permutation importance"
             )
             used = "permutation"
-        ranking = _impurity(run) if used == "impurity" else _permutation(run, rows)
+        ranking = _impurity(run) if used == "impurity" else _permutation(run, rows, repeats)
         items = [
             {"feature": f, "importance": round(float(v), 6)}
             for f, v in sorted(ranking.items(), key=lambda kv: -kv[1])
@@ -178,36 +178,45 @@ def feature_importance(run: PipelineRun, method: str = "auto", top_k: int = 10) 
         )
 
 
-def _permutation_cost(run: PipelineRun) -> float | None:
-    """Estimated seconds of permutation importance: one test pass per column and repeat."""
+def _permutation_cost(run: PipelineRun, rows: int, repeats: int) -> float | None:
+    """Estimated seconds of permutation importance: a test pass per column and repeat."""
     if run.model.predict_s is None:
         return None
     X_test, _ = run.data.test()
-    share = min(1.0, PERMUTATION_ROWS / max(len(X_test), 1))
-    return run.model.predict_s * share * (len(X_test.columns) * PERMUTATION_REPEATS + 1)
+    # a pass costs a fixed part (the pipeline's own overhead) and a part per row: take
+    # half of the measured pass as each, which errs on the slow side for small sets
+    share = min(1.0, rows / max(len(X_test), 1))
+    per_pass = run.model.predict_s * (0.5 + 0.5 * share)
+    return per_pass * (len(X_test.columns) * repeats + 1)
 
 
-def _auto_method(run: PipelineRun) -> tuple[str, int]:
-    """Permutation importance on up to ``PERMUTATION_ROWS`` test rows, unless a time budget
-    has no room for it: then the model's own (impurity) importance where it has one, else
-    permutation on as many rows as fit; with a note. Returns the method and the rows."""
-    left, cost = run.time_left(), _permutation_cost(run)
+def _auto_method(run: PipelineRun) -> tuple[str, int, int]:
+    """Permutation importance (``PERMUTATION_ROWS`` test rows, ``PERMUTATION_REPEATS``
+    repeats), unless a time budget has no room for it: then the model's own (impurity)
+    importance where it has one, else one repeat on as many rows as fit; with a note.
+    Returns the method, the rows and the repeats."""
+    left = run.time_left()
+    cost = _permutation_cost(run, PERMUTATION_ROWS, PERMUTATION_REPEATS)
     if left is None or cost is None or cost + IMPORTANCE_RESERVE_S <= left:
-        return "permutation", PERMUTATION_ROWS
+        return "permutation", PERMUTATION_ROWS, PERMUTATION_REPEATS
     room = max(left - IMPORTANCE_RESERVE_S, 0.0)
-    native = hasattr(run.model.pipeline.named_steps["model"], "feature_importances_")
-    if native:
+    steps = getattr(run.model.pipeline, "named_steps", {})
+    if "model" in steps and hasattr(steps["model"], "feature_importances_"):
         run.note(
             f"importance: permutation would take about {cost:.0f} s and {room:.0f} s of the "
             "time budget are free: using the model's own (impurity) importance"
         )
-        return "impurity", 0
-    rows = max(MIN_PERMUTATION_ROWS, int(PERMUTATION_ROWS * room / cost))
+        return "impurity", 0, 0
+    rows = PERMUTATION_ROWS
+    while rows > MIN_PERMUTATION_ROWS and (_permutation_cost(run, rows, 1) or 0.0) > room:
+        rows //= 2
+    rows = max(rows, MIN_PERMUTATION_ROWS)
     run.note(
-        f"importance: permutation on {rows} test rows, which fit in the time budget "
-        f"(about {cost:.0f} s for {PERMUTATION_ROWS})"
+        f"importance: permutation would take about {cost:.0f} s and {room:.0f} s of the time "
+        f"budget are free: one repeat on up to {rows} test rows instead of "
+        f"{PERMUTATION_REPEATS} on {PERMUTATION_ROWS}"
     )
-    return "permutation", rows
+    return "permutation", rows, 1
 
 
 def _impurity(run: PipelineRun) -> dict[str, float]:
@@ -225,7 +234,9 @@ def _impurity(run: PipelineRun) -> dict[str, float]:
     return {k: v / total for k, v in totals.items()}
 
 
-def _permutation(run: PipelineRun, rows: int = PERMUTATION_ROWS) -> dict[str, float]:
+def _permutation(
+    run: PipelineRun, rows: int = PERMUTATION_ROWS, repeats: int = PERMUTATION_REPEATS
+) -> dict[str, float]:
     from sklearn.inspection import permutation_importance
 
     X_test, y_test = run.data.test()
@@ -242,7 +253,7 @@ def _permutation(run: PipelineRun, rows: int = PERMUTATION_ROWS) -> dict[str, fl
         run.model.pipeline,
         X_test,
         y_test,
-        n_repeats=PERMUTATION_REPEATS,
+        n_repeats=repeats,
         random_state=run.seed,
         scoring=scorer,
     )

@@ -12,7 +12,7 @@ from mlpilot.platform.ml import metrics as M
 from mlpilot.platform.ml.context import PipelineRun
 from mlpilot.platform.ml.devices import observe_model
 from mlpilot.platform.ml.features import plan_features
-from mlpilot.platform.ml.modeling import LABELS, resolve_family
+from mlpilot.platform.ml.modeling import ENSEMBLE_FAMILY, LABELS, resolve_family
 from mlpilot.platform.ml.steps._outputs import log_model
 
 
@@ -144,18 +144,35 @@ def optimize_model(
             warm_start=warm_start,
         )
     with run.stage("train"):
+        if metric:
+            run.model.main_metric = metric
         pipeline = run.build_pipeline(family, params)
         X_train, y_train = run.data.train()
         started = time.perf_counter()
         pipeline.fit(X_train, y_train)
         fit_s = time.perf_counter() - started
         observe_model(pipeline)
+        chosen = _ensemble(run, pipeline)
+        if chosen is not None:
+            pipeline, family, params = chosen
         set_model(run, pipeline, family, params)
         run.model.fit_s = fit_s
-        if metric:
-            run.model.main_metric = metric
         _log_search_cv(run)
     score_on_test(run)
+
+
+def _ensemble(run: PipelineRun, best: Any) -> tuple[Any, str, dict] | None:
+    """The search's weighted ensemble when it wins (time-budgeted searches only)."""
+    from mlpilot.platform.ml.ensemble import build_ensemble
+    from mlpilot.platform.ml.hpo.budget import AFTER_MODEL_S
+
+    if run.model.main_metric is None:
+        run.model.main_metric = M.default_metric(str(run.data.task), run.data.n_classes)
+    built = build_ensemble(run, best, AFTER_MODEL_S)
+    if built is None:
+        return None
+    model, params = built
+    return model, ENSEMBLE_FAMILY, params
 
 
 def _log_search_cv(run: PipelineRun) -> None:
