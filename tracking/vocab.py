@@ -107,6 +107,10 @@ TAG_TRIAL_ENGINE = "mlpilot.trial_engine"
 # registry lineage on model versions
 TAG_SOURCE_RUN = "mlpilot.source_run"
 TAG_METRIC_VALUE = "mlpilot.metric_value"
+#: where a run's cv_ metrics come from (a search: the chosen configuration's out-of-fold
+#: scores on the search's folds, selected among many, hence optimistic)
+TAG_CV_SOURCE = "mlpilot.cv_source"
+CV_SOURCE_SEARCH = "search: the chosen model's out-of-fold scores (selected, optimistic)"
 # the Optuna study of a run
 TAG_OPTUNA_STUDY = "mlpilot.optuna.study"
 TAG_OPTUNA_STORAGE = "mlpilot.optuna.storage"

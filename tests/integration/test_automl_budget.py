@@ -9,6 +9,8 @@ import pandas as pd
 import pytest
 from helpers import run_cli
 
+from mlpilot.tracking import vocab
+
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 PROMPT = "build the best model you can for target within 20 seconds"
@@ -59,7 +61,7 @@ def test_cv_metrics_are_the_chosen_models_own_folds(budgeted_run: dict) -> None:
     assert {"cv_roc_auc", "cv_roc_auc_std", "test_roc_auc"} <= set(metrics)
     home = budgeted_run["base"] / "home"
     run = MlflowClient(f"sqlite:///{home / 'mlflow.db'}").get_run(outcome["run_id"])
-    assert run.data.params["cv.source"] == "search"
+    assert run.data.tags[vocab.TAG_CV_SOURCE] == vocab.CV_SOURCE_SEARCH
     family = run.data.params["model.family"]
     if family == "ensemble":  # kept only when it beat the best single model on the folds
         assert any(n.startswith("ensemble of") for n in outcome["notes"])

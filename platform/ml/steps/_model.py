@@ -14,6 +14,7 @@ from mlpilot.platform.ml.devices import observe_model
 from mlpilot.platform.ml.features import plan_features
 from mlpilot.platform.ml.modeling import ENSEMBLE_FAMILY, LABELS, resolve_family
 from mlpilot.platform.ml.steps._outputs import log_model
+from mlpilot.tracking import vocab
 
 
 # -- features -----------------------------------------------------------------------------------
@@ -186,4 +187,5 @@ def _log_search_cv(run: PipelineRun) -> None:
     run.log_metrics(
         {f"cv_{metric}": float(np.mean(folds)), f"cv_{metric}_std": float(np.std(folds))}
     )
-    run.logger.log_params({"cv.source": "search", "cv.folds": len(folds)})
+    run.logger.log_params({"cv.folds": len(folds)})
+    run.logger.set_tags({vocab.TAG_CV_SOURCE: vocab.CV_SOURCE_SEARCH})
