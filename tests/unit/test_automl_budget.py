@@ -215,3 +215,21 @@ def test_the_run_start_reaches_the_pipeline(tmp_path: Path, monkeypatch) -> None
     monkeypatch.delenv(protocol.ENV_RUN_STARTED_AT)
     before = time.time()
     assert open_pipeline([], plan={}, seed=1, default_data=None).started_at >= before
+
+
+def test_lightgbm_trials_with_pruning_take_text_labels(tmp_path: Path) -> None:
+    """LightGBM 4.7 passes eval_y through unencoded: "No"/"Yes" once failed every trial."""
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=240)
+    label = np.where(x + rng.normal(0, 0.5, 240) > 0, "Yes", "No")
+    path = tmp_path / "data.csv"
+    pd.DataFrame({"x": x, "z": rng.normal(size=240), "default": label}).to_csv(path, index=False)
+    run = PipelineRun(
+        plan={}, seed=1, data_path=str(path), run_dir=tmp_path, logger=NullRunLogger()
+    )
+    steps.load_data(run, path=str(path), target="default")
+    objective = CVObjective(run, model="lgbm", metric="roc_auc", pruning=True)
+    study = optuna.create_study(direction="maximize")
+    study.optimize(objective, n_trials=2)
+    assert [t.state.name for t in study.trials] == ["COMPLETE", "COMPLETE"]
+    assert study.best_value > 0.8
