@@ -233,3 +233,23 @@ def test_lightgbm_trials_with_pruning_take_text_labels(tmp_path: Path) -> None:
     study.optimize(objective, n_trials=2)
     assert [t.state.name for t in study.trials] == ["COMPLETE", "COMPLETE"]
     assert study.best_value > 0.8
+
+
+def test_a_failing_family_is_skipped_under_a_time_budget(tmp_path: Path, monkeypatch) -> None:
+    from mlpilot.platform.ml.hpo import objective as O
+
+    run = _prepared(tmp_path)
+    clock = B.SearchClock(deadline=time.time() + 3600, budget_s=3600)
+    objective = CVObjective(run, model="linear", metric="r2", clock=clock)
+
+    def broken(*args: object, **kwargs: object) -> float:
+        raise ValueError("this library cannot take the data")
+
+    monkeypatch.setattr(objective, "_score", broken)
+    study = optuna.create_study(direction="maximize")
+    study.optimize(objective, n_trials=4, catch=(ValueError,))
+    states = [t.state.name for t in study.trials]
+    assert states == ["FAIL"] * O.FAMILY_FAILURES + ["PRUNED"] * (4 - O.FAMILY_FAILURES)
+    objective.clock = None  # a trial-count search keeps failing loudly
+    study.optimize(objective, n_trials=1, catch=(ValueError,))
+    assert study.trials[-1].state.name == "FAIL"

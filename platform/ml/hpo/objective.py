@@ -40,6 +40,9 @@ CV_FOLDS = 3
 #: per-fold intermediate values sit above any boosting round, so the two never collide
 FOLD_STEP = 10_000
 FOLD_CACHE_BYTES = 512 * 2**20
+#: under a time budget, a family whose trials failed this often here is skipped (pruned at
+#: once) instead of ending the whole search on a run of failures
+FAMILY_FAILURES = 2
 
 
 @dataclass
@@ -131,6 +134,8 @@ class CVObjective:
         self.keep_oof = keep_oof
         self.oof: dict[int, np.ndarray] = {}
         self.oof_values: dict[int, float] = {}
+        #: family → trials of it that raised in this process
+        self.failures: dict[str, int] = {}
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
@@ -188,11 +193,25 @@ class CVObjective:
 
     def __call__(self, trial: optuna.Trial) -> float:
         import optuna
-        from sklearn.base import clone
 
         claim(trial)
         self._check_engine(trial)
         family, params = sample(trial, self.model, str(self.data.task), self.build["prefer"])
+        if self.clock is not None and self.failures.get(family, 0) >= FAMILY_FAILURES:
+            raise optuna.TrialPruned(f"{family} failed {self.failures[family]} times: skipped")
+        try:
+            return self._score(trial, family, params)
+        except optuna.TrialPruned:
+            raise
+        except Exception:
+            self.failures[family] = self.failures.get(family, 0) + 1
+            raise
+
+    def _score(self, trial: optuna.Trial, family: str, params: dict[str, Any]) -> float:
+        """The mean cross-validated score of one configuration (pruned as it goes)."""
+        import optuna
+        from sklearn.base import clone
+
         pipeline = build_pipeline(self.data, family, params, **self.build)
         folds = self.folds(pipeline, family in SCALE_SENSITIVE)
         estimator = pipeline.steps[-1][1]
