@@ -205,9 +205,10 @@ def run_mlpilot(
     proba = frame[columns].to_numpy() if columns else None
     study = outcome.get("study") or {}
     extra = {
-        "family": (outcome.get("plan") or {}).get("template"),
         "trials": study.get("n_trials"),
         "stop_reason": study.get("stop_reason"),
+        "unused_share": study.get("unused_share"),
+        "ensemble": (study.get("ensemble") or {}).get("members"),
         "notes": outcome.get("notes", [])[-3:],
         "run_id": outcome.get("run_id"),
     }
@@ -381,6 +382,59 @@ def store(doc: dict[str, Any]) -> None:
     client.set_terminated(run_id)
 
 
+def run_sets(sets: list[BenchSet], args: argparse.Namespace, tools: tuple[str, ...]) -> list:
+    """Every set: its splits, each tool's mean score and wall time, mlpilot's verdicts."""
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="mlpilot-automl-") as tmp:
+        for bench in sets:
+            frame = bench.load()
+            seeds = SPLIT_SEEDS[: args.seeds] if len(frame) < SMALL_ROWS else SPLIT_SEEDS[:1]
+            kind = kind_of(bench, frame[bench.target])
+            splits = [one_split(bench, frame, s, args.budget, Path(tmp), tools) for s in seeds]
+            metric = {"binary": "roc_auc", "multiclass": "accuracy", "regression": "r2"}[kind]
+            row = {"set": bench.item, "kind": kind, "metric": metric, "rows": len(frame)}
+            row["seeds"] = list(seeds)
+            row["tools"] = {t: average(splits, t) for t in tools}
+            mine = row["tools"].get("mlpilot", {}).get("score")
+            row["vs"] = {
+                p: verdict(mine, row["tools"][p]["score"]) for p in PEERS if p in row["tools"]
+            }
+            rows.append(row)
+    return rows
+
+
+def report(rows: list, budget: float, tools: tuple[str, ...]) -> dict[str, Any]:
+    """Print the table and the counts; the benchmark document."""
+    from mlpilot.platform.agent.compare import hardware_description
+
+    lines = table(rows, budget, tools)
+    hardware = hardware_description()
+    tally = counts(rows) if "mlpilot" in tools else {}
+    print("\n".join(lines))
+    print(f"machine: {hardware}")
+    for peer, c in tally.items():
+        print(f"mlpilot vs {peer}: {c['win']} wins, {c['tie']} ties (±{TIE}), {c['loss']} losses")
+    over = [
+        r["set"]
+        for r in rows
+        if (r["tools"].get("mlpilot", {}).get("max_wall_s") or 0) > budget * 1.1 + 5
+    ]
+    if over:
+        print(f"mlpilot over budget × 1.1 + 5 s on: {', '.join(over)}")
+    return {
+        "_id": uuid.uuid4().hex,
+        "kind": "automl",
+        "budget_s": budget,
+        "tools": list(tools),
+        "rows": rows,
+        "counts": tally,
+        "tie": TIE,
+        "over_budget": over,
+        "hardware": hardware,
+        "table": lines,
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--budget", type=float, default=60.0, help="seconds per run")
@@ -399,50 +453,7 @@ def main(argv: list[str] | None = None) -> int:
         sets = [s for s in sets if s.item in wanted]
     if any(t in PEERS for t in tools):
         ensure_peers()
-    rows = []
-    with tempfile.TemporaryDirectory(prefix="mlpilot-automl-") as tmp:
-        for bench in sets:
-            frame = bench.load()
-            seeds = SPLIT_SEEDS[: args.seeds] if len(frame) < SMALL_ROWS else SPLIT_SEEDS[:1]
-            kind = kind_of(bench, frame[bench.target])
-            splits = [one_split(bench, frame, s, args.budget, Path(tmp), tools) for s in seeds]
-            metric = {"binary": "roc_auc", "multiclass": "accuracy", "regression": "r2"}[kind]
-            row = {"set": bench.item, "kind": kind, "metric": metric, "rows": len(frame)}
-            row["seeds"] = list(seeds)
-            row["tools"] = {t: average(splits, t) for t in tools}
-            mine = row["tools"].get("mlpilot", {}).get("score")
-            row["vs"] = {
-                p: verdict(mine, row["tools"][p]["score"]) for p in PEERS if p in row["tools"]
-            }
-            rows.append(row)
-    lines = table(rows, args.budget, tools)
-    from mlpilot.platform.agent.compare import hardware_description
-
-    hardware = hardware_description()
-    tally = counts(rows) if "mlpilot" in tools else {}
-    print("\n".join(lines))
-    print(f"machine: {hardware}")
-    for peer, c in tally.items():
-        print(f"mlpilot vs {peer}: {c['win']} wins, {c['tie']} ties (±{TIE}), {c['loss']} losses")
-    budget_ok = [
-        r["set"]
-        for r in rows
-        if (r["tools"].get("mlpilot", {}).get("max_wall_s") or 0) > args.budget * 1.1 + 5
-    ]
-    if budget_ok:
-        print(f"mlpilot over budget × 1.1 + 5 s on: {', '.join(budget_ok)}")
-    doc = {
-        "_id": uuid.uuid4().hex,
-        "kind": "automl",
-        "budget_s": args.budget,
-        "tools": list(tools),
-        "rows": rows,
-        "counts": tally,
-        "tie": TIE,
-        "over_budget": budget_ok,
-        "hardware": hardware,
-        "table": lines,
-    }
+    doc = report(run_sets(sets, args, tools), args.budget, tools)
     Path(args.json).write_text(json.dumps(doc, indent=2, default=str), encoding="utf-8")
     if not args.no_store:
         store(doc)
