@@ -123,24 +123,12 @@ def optimize(
         keep_oof=2 * ENSEMBLE_CANDIDATES if clock is not None else 0,
     )
     logger = TrialLogger.for_parent(run.logger, name)
-    families = auto_families(run.prefer) if model == "auto" else (model,)
-    if clock is not None and enqueue_low_cost(study, families, model):
-        run.note("time budget: the search starts with one small, fast configuration per family")
-    monitor = StudyMonitor(
-        metric=metric,
-        budget=trials,
-        stopper=EarlyStopping(patience=patience, min_delta=min_delta, warmup=warmup)
+    stopper = (
+        EarlyStopping(patience=patience, min_delta=min_delta, warmup=warmup)
         if early_stopping
-        else None,
-        logger=logger,
-        emit=lambda fields: run.event("trial", **fields),
-        clock=clock,
-        # a trial count keeps plain early stopping; a time budget moves on at a plateau
-        moves=PlateauMoves(model, families, str(run.data.task))
-        if clock is not None and trials is None
-        else None,
-        note=run.note,
+        else None
     )
+    monitor = _monitor(run, study, model, metric, trials, clock, stopper, logger)
     try:
         session = run_trials(
             study,
@@ -165,6 +153,57 @@ def optimize(
         budget=trials,
         stop_reason=session.stop_reason,
     )
+    _conclude(run, study, objective, session.stop_reason, summary, clock, model, plots=plots)
+    if summary["early_stopped"]:
+        run.note(
+            f"early stopping after {summary['n_trials']} trials: no gain over {min_delta:.0%} "
+            f"in {patience} trials"
+        )
+    best = study.best_trial
+    return str(best.params.get(FAMILY_PARAM, model)), model_params(best.params)
+
+
+def _monitor(
+    run: PipelineRun,
+    study: Any,
+    model: str,
+    metric: str,
+    trials: int | None,
+    clock: SearchClock | None,
+    stopper: EarlyStopping | None,
+    logger: TrialLogger | None,
+) -> StudyMonitor:
+    """The study's per-trial callback; under a time budget, cheap first configurations."""
+    families = auto_families(run.prefer) if model == "auto" else (model,)
+    if clock is not None and enqueue_low_cost(study, families, model):
+        run.note("time budget: the search starts with one small, fast configuration per family")
+    return StudyMonitor(
+        metric=metric,
+        budget=trials,
+        stopper=stopper,
+        logger=logger,
+        emit=lambda fields: run.event("trial", **fields),
+        clock=clock,
+        # a trial count keeps plain early stopping; a time budget moves on at a plateau
+        moves=PlateauMoves(model, families, str(run.data.task))
+        if clock is not None and trials is None
+        else None,
+        note=run.note,
+    )
+
+
+def _conclude(
+    run: PipelineRun,
+    study: Any,
+    objective: CVObjective,
+    reason: str | None,
+    summary: dict[str, Any],
+    clock: SearchClock | None,
+    model: str,
+    *,
+    plots: bool,
+) -> None:
+    """After the search: its best, what the ensemble needs, the record and the notes."""
     if summary["best_value"] is None:
         raise MlpilotError(
             "no trial of the study completed", hint="see logs/stderr.txt for the trials' errors"
@@ -172,7 +211,7 @@ def optimize(
     best_trial = study.best_trial
     summary["best_fold_values"] = best_trial.user_attrs.get(vocab.ATTR_FOLD_VALUES)
     run.search = _search_output(study, objective, model, best_trial.number)
-    if session.stop_reason == "failures":
+    if reason == "failures":
         run.note("the study stopped early: its last trials all failed (see logs/stderr.txt)")
     if plots and clock is not None and not clock.plots:
         plots = False
@@ -181,15 +220,8 @@ def optimize(
             "for the search (optuna-dashboard on the study's storage draws them)"
         )
     _record(run, study, summary, plots=plots)
-    if summary["early_stopped"]:
-        run.note(
-            f"early stopping after {summary['n_trials']} trials: no gain over {min_delta:.0%} "
-            f"in {patience} trials"
-        )
     if clock is not None:
-        _note_unused(run, clock, session.stop_reason, summary)
-    best = study.best_trial
-    return str(best.params.get(FAMILY_PARAM, model)), model_params(best.params)
+        _note_unused(run, clock, reason, summary)
 
 
 def _search_output(
