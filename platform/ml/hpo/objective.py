@@ -14,6 +14,7 @@ so Dask can ship it to workers.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import statistics
 import time
 from dataclasses import dataclass
@@ -35,6 +36,8 @@ if TYPE_CHECKING:
 
     from mlpilot.platform.ml.context import PipelineRun
     from mlpilot.platform.ml.hpo.budget import SearchClock
+
+logger = logging.getLogger(__name__)
 
 CV_FOLDS = 3
 #: per-fold intermediate values sit above any boosting round, so the two never collide
@@ -203,8 +206,9 @@ class CVObjective:
             return self._score(trial, family, params)
         except optuna.TrialPruned:
             raise
-        except Exception:
+        except Exception as exc:  # Optuna records the trial FAIL; count it against the family
             self.failures[family] = self.failures.get(family, 0) + 1
+            logger.debug("a %s trial failed (%d so far): %s", family, self.failures[family], exc)
             raise
 
     def _score(self, trial: optuna.Trial, family: str, params: dict[str, Any]) -> float:
