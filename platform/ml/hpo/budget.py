@@ -59,7 +59,7 @@ GROW_FACTOR = 2.0
 FOCUS_TRIALS = 5
 #: ... the best this many families, each at most this many times
 FOCUS_FAMILIES = 2
-FOCUS_ROUNDS = 3
+FOCUS_ROUNDS = 20
 #: small, fast first configurations per family (the rest of the parameters is sampled)
 LOW_COST: dict[str, dict[str, Any]] = {
     "lgbm": {"n_estimators": 100, "learning_rate": 0.1, "num_leaves": 15},
