@@ -9,7 +9,7 @@ PYTEST_ARGS ?=
 # Browser tests drive Debian's Chromium (Playwright never downloads a browser here).
 CHROMIUM ?= /usr/bin/chromium
 
-.PHONY: demo test lint format gpu-check bench clean install install-dev
+.PHONY: demo test lint format gpu-check bench bench-automl clean install install-dev
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -64,11 +64,20 @@ gpu-check: $(VENV)/.installed-dev
 	-$(BIN)/mlpilot doctor
 	$(BIN)/python -m pytest -m gpu -rs -v -s tests/gpu
 
-## bench: the stage table (CPU engine, and the GPU engine where usable); BENCH_ARGS=--full
-## for the write-up's sizes. Other benchmarks: benchmarks/{overhead,hpo,tracking,dashboard}.py
+## bench: the stage table (CPU engine, and the GPU engine where usable; BENCH_ARGS=--full
+## for the write-up's sizes), then the AutoML comparison (bench-automl). Other benchmarks:
+## benchmarks/{overhead,hpo,tracking,dashboard}.py
 BENCH_ARGS ?=
+AUTOML_ARGS ?=
 bench: $(VENV)/.installed-dev
 	$(BIN)/python benchmarks/stages.py $(BENCH_ARGS)
+	$(BIN)/python benchmarks/automl.py $(AUTOML_ARGS)
+
+## bench-automl: mlpilot's full AutoML against FLAML and AutoGluon-Tabular at an equal budget
+## on the twelve benchmark sets (installs the peers into benchmarks/.peers-venv once; up to
+## 90 minutes at 60 s). AUTOML_ARGS="--budget 300" or "--quick" (four sets)
+bench-automl: $(VENV)/.installed-dev
+	$(BIN)/python benchmarks/automl.py $(AUTOML_ARGS)
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info .pytest_cache .ruff_cache

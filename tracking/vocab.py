@@ -107,6 +107,10 @@ TAG_TRIAL_ENGINE = "mlpilot.trial_engine"
 # registry lineage on model versions
 TAG_SOURCE_RUN = "mlpilot.source_run"
 TAG_METRIC_VALUE = "mlpilot.metric_value"
+#: where a run's cv_ metrics come from (a search: the chosen configuration's out-of-fold
+#: scores on the search's folds, selected among many, hence optimistic)
+TAG_CV_SOURCE = "mlpilot.cv_source"
+CV_SOURCE_SEARCH = "search: the chosen model's out-of-fold scores (selected, optimistic)"
 # the Optuna study of a run
 TAG_OPTUNA_STUDY = "mlpilot.optuna.study"
 TAG_OPTUNA_STORAGE = "mlpilot.optuna.storage"
@@ -142,6 +146,12 @@ ATTR_FAIL_REASON = "mlpilot.fail_reason"
 ATTR_EARLY_STOPPED = "mlpilot.early_stopped"
 #: the engine a trial was scored on (one study keeps one engine)
 ATTR_ENGINE = "mlpilot.engine"
+#: a trial's mean seconds to fit one fold (what refitting its configuration will cost)
+ATTR_FIT_S = "mlpilot.fit_s"
+#: a trial's score on each fold, in the metric's natural direction (its out-of-fold scores)
+ATTR_FOLD_VALUES = "mlpilot.fold_values"
+#: why a time-budgeted search moved on at a plateau instead of stopping (study attribute)
+ATTR_MOVES = "mlpilot.moves"
 
 
 def device_tag(stage: str) -> str:

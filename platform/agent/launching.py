@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 from mlpilot.platform.agent.preparing import PreparedRun
 from mlpilot.platform.agent.services import EventHandler, Leg, PipelineExecutor
 from mlpilot.platform.errors import MlpilotError
-from mlpilot.platform.ml.protocol import SCRIPT_FILE
+from mlpilot.platform.ml.protocol import ENV_RUN_STARTED_AT, SCRIPT_FILE
 
 if TYPE_CHECKING:
     from mlpilot.platform.agent.tracked_run import TrackedRun
@@ -79,6 +79,8 @@ def _start_leg(
         engine=engine,
         data_path=prepared.data_path,
         mlflow_run_id=run_id,
+        # a time budget is the whole run's: the pipeline counts it from the request's start
+        extra_env={ENV_RUN_STARTED_AT: f"{prepared.request.received_at:.6f}"},
     )
 
 

@@ -36,6 +36,7 @@ def predict_file(
     *,
     trust_unverified: bool = False,
     trust_local: bool = False,
+    proba: bool = False,
 ) -> tuple[str, int]:
     """Predict ``data_path`` with ``model_uri`` in a contained child; write to ``out`` (the
     user's own path: the one write outside a run folder) or print to stdout."""
@@ -60,7 +61,11 @@ def predict_file(
             engine="cpu",
             data_path=str(Path(data_path).expanduser().resolve()),
             mlflow_run_id=None,
-            extra_env={protocol.ENV_MODEL_URI: model_uri, protocol.ENV_TRUST: ",".join(trust)},
+            extra_env={
+                protocol.ENV_MODEL_URI: model_uri,
+                protocol.ENV_TRUST: ",".join(trust),
+                protocol.ENV_PROBA: "1" if proba else "",
+            },
         )
         .finish()
     )

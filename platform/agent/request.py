@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -28,6 +29,9 @@ class RunRequest:
     allow_read: tuple[str, ...] = ()
     adapter: str | None = None  # --adapter NAME or "none"
     tags: dict[str, str] = field(default_factory=dict)  # extra parent-run tags
+    #: wall-clock time the request began (``mlpilot run``: when the command started); a
+    #: time budget counts from here (``protocol.ENV_RUN_STARTED_AT``)
+    received_at: float = field(default_factory=time.time)
 
 
 @dataclass

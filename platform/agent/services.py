@@ -107,6 +107,7 @@ class PipelineExecutor(Protocol):
         engine: str | EngineChoice,
         data_path: str | None,
         mlflow_run_id: str | None,
+        extra_env: dict[str, str] | None = None,
     ) -> Leg: ...
     def run_leg(
         self,

@@ -142,6 +142,7 @@ def run(
     """Plan, generate and run a tracked experiment."""
     from mlpilot.platform.agent.orchestrator import run_request
     from mlpilot.platform.agent.request import RunRequest
+    from mlpilot.platform.cli import INVOKED_AT
     from mlpilot.platform.cli.progress import ConsoleProgress, print_outcome
 
     request = RunRequest(
@@ -157,6 +158,7 @@ def run(
         plan_file=plan_file,
         allow_read=tuple(allow_read or ()),
         adapter=adapter,
+        received_at=INVOKED_AT,
     )
     progress = ConsoleProgress(quiet=json_out)
     settings = None
@@ -194,13 +196,25 @@ def predict(
         bool,
         typer.Option("--trust-local-model", help="Load a model folder from disk (unverified)."),
     ] = False,
+    proba: Annotated[
+        bool,
+        typer.Option(
+            "--proba",
+            help="Classifiers: also write each class's probability (columns proba_<class>).",
+        ),
+    ] = False,
 ) -> None:
     """Predict raw rows with a logged or registered model (loaded in a contained process,
     after its files are checked against the digests recorded when it was logged)."""
     from mlpilot.platform.agent.predicting import predict_file
 
     path, rows = predict_file(
-        model, data, out, trust_unverified=trust_unverified, trust_local=trust_local_model
+        model,
+        data,
+        out,
+        trust_unverified=trust_unverified,
+        trust_local=trust_local_model,
+        proba=proba,
     )
     if out:
         console(stderr=True).print(f"wrote {rows} predictions to {path}", markup=False)

@@ -147,6 +147,7 @@ class PipelineRun:
         runtime: dict[str, dict[str, str]] | None = None,
         handed_run_id: str | None = None,
         launched_at: float | None = None,
+        started_at: float | None = None,
         prefer: str | None = None,
     ) -> None:
         self.plan = plan
@@ -172,6 +173,13 @@ class PipelineRun:
         self._started = time.perf_counter()
         if launched_at is not None:  # interpreter, imports, CUDA context and pool start-up
             self.result.startup_s = round(max(time.time() - launched_at, 0.0), 4)
+        #: wall clock when the request began (a standalone script: when it was launched)
+        self.started_at = started_at or launched_at or time.time()
+        #: wall-clock time by which the whole run must have ended: set by a step given a
+        #: time budget (``optimize_model(timeout_s=…)``); the steps after it fit within it
+        self.deadline: float | None = None
+        #: what a time-budgeted search leaves for the ensemble (``ensemble.SearchOutput``)
+        self.search: Any = None
         #: where each stage really ran (measured under the GPU engine)
         self.devices = StageDevices(engine)
         self._startup_error: MlpilotError | None = None
@@ -245,6 +253,10 @@ class PipelineRun:
         """Call ``finisher(run)`` once when the pipeline ends well (e.g. log the model)."""
         if finisher not in self._finishers:
             self._finishers.append(finisher)
+
+    def time_left(self) -> float | None:
+        """Seconds until the run's deadline (None: no time budget)."""
+        return None if self.deadline is None else self.deadline - time.time()
 
     # -- progress ------------------------------------------------------------------------
     def event(self, kind: str, **fields: Any) -> None:

@@ -90,18 +90,21 @@ def open_pipeline(
         pending_logger=pending,
         runtime=runtime,
         handed_run_id=None if args.no_track else os.environ.get(protocol.ENV_MLFLOW_RUN_ID),
-        launched_at=_launched_at(),
+        launched_at=_env_time(protocol.ENV_LAUNCHED_AT),
+        started_at=_env_time(protocol.ENV_RUN_STARTED_AT),
         prefer=os.environ.get(protocol.ENV_PREFER) or engine,
     )
 
 
-def _launched_at() -> float | None:
-    """When the parent started this process (wall clock), for the start-up time."""
-    value = os.environ.get(protocol.ENV_LAUNCHED_AT)
+def _env_time(name: str) -> float | None:
+    """A wall-clock time the parent handed over: when it started this process
+    (``ENV_LAUNCHED_AT``, for the start-up time) or the request (``ENV_RUN_STARTED_AT``,
+    where a time budget counts from)."""
+    value = os.environ.get(name)
     try:
         return float(value) if value else None
     except ValueError:
-        logger.debug("ignored an unreadable %s: %r", protocol.ENV_LAUNCHED_AT, value)
+        logger.debug("ignored an unreadable %s: %r", name, value)
         return None
 
 

@@ -16,6 +16,8 @@ if TYPE_CHECKING:
     from mlpilot.platform.ml.state import DataState
 
 FAMILIES = ("rf", "xgb", "lgbm", "hgb", "svm", "linear", "knn")
+#: what a search's weighted ensemble of its best trials is logged as (``ml/ensemble.py``)
+ENSEMBLE_FAMILY = "ensemble"
 #: families that need scaled numeric inputs
 SCALE_SENSITIVE = frozenset({"svm", "linear", "knn"})
 TREE_FAMILIES = frozenset({"rf", "xgb", "lgbm", "hgb"})

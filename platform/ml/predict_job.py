@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -47,9 +48,30 @@ def main() -> int:
             if isinstance(predicted, pd.DataFrame)
             else np.asarray(predicted).ravel()
         )
+        if os.environ.get(protocol.ENV_PROBA) == "1":
+            frame = add_probabilities(frame, model)
         frame.to_csv(run_dir / protocol.PREDICTIONS_FILE, index=False)
         run.result.predictions = {"rows": len(frame), "model": os.environ[protocol.ENV_MODEL_URI]}
     return run.exit_code
+
+
+def add_probabilities(frame: pd.DataFrame, model: Any) -> pd.DataFrame:
+    """``frame`` with a ``proba_<class>`` column per class, when the model is a classifier
+    with probabilities (the pyfunc's scikit-learn model); unchanged otherwise."""
+    from mlpilot.platform.errors import MlpilotError
+
+    inner = getattr(getattr(model, "_model_impl", None), "sklearn_model", None)
+    if inner is None or not hasattr(inner, "predict_proba"):
+        raise MlpilotError(
+            "--proba needs a scikit-learn classifier with probabilities; this model has none"
+        )
+    raw = frame.drop(columns=["prediction"])
+    scores = np.asarray(inner.predict_proba(raw))
+    classes = list(getattr(inner, "classes_", range(scores.shape[1])))
+    extra = pd.DataFrame(
+        scores, columns=[f"{protocol.PROBA_PREFIX}{c}" for c in classes], index=frame.index
+    )
+    return pd.concat([frame, extra], axis=1)
 
 
 if __name__ == "__main__":

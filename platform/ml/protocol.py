@@ -36,8 +36,13 @@ ENV_READ_MAP = "MLPILOT_READ_MAP"
 ENV_MODEL_URI = "MLPILOT_MODEL_URI"
 ENV_TRUST = "MLPILOT_TRUST"  # comma-separated: unverified, local
 PREDICTIONS_FILE = "predictions.csv"
+ENV_PROBA = "MLPILOT_PROBA"  # "1": also write each class's probability (proba_<class>)
+PROBA_PREFIX = "proba_"
 ENV_NO_TRACK = "MLPILOT_NO_TRACK"  # "1": log nothing to MLflow (compare's warm-up and repeats)
 ENV_LAUNCHED_AT = "MLPILOT_LAUNCHED_AT"  # wall-clock time.time() when the parent started us
+#: wall-clock time.time() when the user's request began (``mlpilot run`` invoked): a time
+#: budget (``timeout_s``) bounds the whole run from this moment to the command's exit
+ENV_RUN_STARTED_AT = "MLPILOT_RUN_STARTED_AT"
 ENV_PROBE_OUT = "MLPILOT_PROBE_OUT"  # where the GPU probe writes its report (JSON)
 # "gpu": model defaults prefer what cuML accelerates (GPU legs, and both legs of a comparison,
 # so that the two legs fit the same model); else the engine's own defaults

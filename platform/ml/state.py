@@ -126,6 +126,10 @@ class ModelState:
     main_metric: str | None = None
     uri: str | None = None
     logged: bool = False
+    #: seconds one prediction over the test rows took (set when the model is scored)
+    predict_s: float | None = None
+    #: seconds fitting it on the training rows took
+    fit_s: float | None = None
 
     @property
     def fitted(self) -> bool:

@@ -21,7 +21,7 @@ from mlpilot.platform.config import Settings
 from mlpilot.platform.errors import TrackingError
 from mlpilot.platform.execution import ChildResult, LegResult
 from mlpilot.platform.ml import protocol
-from mlpilot.platform.ml.protocol import PipelineEvent, PipelineResult
+from mlpilot.platform.ml.protocol import ENV_RUN_STARTED_AT, PipelineEvent, PipelineResult
 from mlpilot.tracking import vocab
 from mlpilot.tracking.vocab import RunState
 
@@ -174,7 +174,9 @@ class FakeExecutor:
         mlflow_run_id: Any,
         track: bool = True,
         prefer: str | None = None,
+        extra_env: dict[str, str] | None = None,
     ) -> FakeLeg:
+        self.extra_env = dict(extra_env or {})
         if self.refuse_starts:
             self.refuse_starts -= 1
             raise OSError("cannot start the child")
@@ -413,3 +415,13 @@ def test_a_store_that_refuses_the_run_ends_the_mlflow_run(settings: Settings, da
     [leg] = harness.executor.legs
     [run] = harness.tracking.runs.values()
     assert leg.stopped and run.status == "FAILED" and run.tags[vocab.TAG_STATE] == R.FAILED
+
+
+def test_the_requests_start_reaches_the_pipeline(settings: Settings, data: Path) -> None:
+    """A time budget is the whole run's: the child counts it from when the request began."""
+    harness = Harness(settings, FakeExecutor(succeeded))
+    outcome = harness.run(
+        prompt="train a random forest to predict sales", data_path=str(data), received_at=1234.5
+    )
+    assert outcome.status == R.SUCCEEDED
+    assert harness.executor.extra_env == {ENV_RUN_STARTED_AT: "1234.500000"}

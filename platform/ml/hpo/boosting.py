@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 if TYPE_CHECKING:
     import optuna
 
@@ -89,12 +91,21 @@ def fit_with_pruning(
 
 
 def _lgbm_eval_data(model: Any, fold: Any) -> dict[str, Any]:
-    """Validation data as this LightGBM takes it (4.7 renamed eval_set to eval_X/eval_y)."""
+    """Validation data as this LightGBM takes it (4.7 renamed eval_set to eval_X/eval_y).
+
+    A classifier's validation labels go in the encoded form its booster trains on: 4.7's
+    ``LGBMClassifier.fit`` encodes ``eval_set`` labels but passes ``eval_y`` through, so
+    text labels ("No"/"Yes") there fail every trial.
+    """
     import inspect
 
+    y_valid = fold.y_valid
+    if hasattr(model, "predict_proba"):
+        classes = np.unique(np.asarray(fold.y_train))
+        y_valid = np.searchsorted(classes, np.asarray(fold.y_valid))
     if "eval_X" in inspect.signature(model.fit).parameters:
-        return {"eval_X": (fold.X_valid,), "eval_y": (fold.y_valid,)}
-    return {"eval_set": [(fold.X_valid, fold.y_valid)]}
+        return {"eval_X": (fold.X_valid,), "eval_y": (y_valid,)}
+    return {"eval_set": [(fold.X_valid, y_valid)]}
 
 
 def _xgb_callback(trial: optuna.Trial, observation_key: str) -> Any:

@@ -88,6 +88,10 @@ class EarlyStopping:
         if self.stale >= self.patience:
             self.stopped = True
 
+    def restart(self) -> None:
+        """Count a new plateau from here (a time-budgeted search moved on instead of ending)."""
+        self.anchor, self.stale, self.stopped = self.best, 0, False
+
     # -- as a plain Optuna callback ---------------------------------------------------------
     def __call__(self, study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
         if self.update(study.get_trials(deepcopy=False), _maximize(study)):

@@ -19,12 +19,14 @@ from collections.abc import Callable, Sequence
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
+from mlpilot.platform.ml.hpo.budget import best_fit_s
 from mlpilot.platform.ml.hpo.early_stopping import EarlyStopping
 from mlpilot.tracking import vocab
 
 if TYPE_CHECKING:
     import optuna
 
+    from mlpilot.platform.ml.hpo.budget import PlateauMoves, SearchClock
     from mlpilot.platform.ml.hpo.trial_log import TrialLogger
 
 EARLY_STOP_ATTR = vocab.ATTR_EARLY_STOPPED
@@ -89,6 +91,9 @@ class StudyMonitor:
         logger: TrialLogger | None = None,
         emit: Emit | None = None,
         total: int | None = None,
+        clock: SearchClock | None = None,
+        moves: PlateauMoves | None = None,
+        note: Callable[[str], None] | None = None,
     ) -> None:
         self.metric = metric
         self.budget = budget
@@ -99,6 +104,10 @@ class StudyMonitor:
         self.stop_reason: str | None = None
         self.reported: set[int] = set()
         self.failed_in_a_row = 0
+        #: a time budget: the search stops at the clock's deadline, and a plateau moves it on
+        self.clock = clock
+        self.moves = moves
+        self.note = note
 
     def start(self, study: optuna.Study) -> None:
         """Note what finished before this session: it sets the best to beat, nothing more."""
@@ -138,8 +147,8 @@ class StudyMonitor:
         return len(fresh)
 
     def check(self, study: optuna.Study, trials: Sequence[optuna.trial.FrozenTrial]) -> None:
-        if self._plateaued(study, trials):
-            self.stop_reason = "early_stopping"
+        if self._plateaued(study, trials) and not self._move_on(study, trials):
+            self.stop_reason = "exhausted" if self.moves is not None else "early_stopping"
             study.set_user_attr(
                 EARLY_STOP_ATTR,
                 {
@@ -151,11 +160,29 @@ class StudyMonitor:
                 },
             )
             study.stop()
+        if self.clock is not None:
+            self.clock.update_reserve(best_fit_s(study))
+            if self.clock.search_left() <= 0:
+                self.stop_reason = self.stop_reason or "deadline"
+                study.stop()
         if self.budget is not None:
             used = sum(t.state.name != "WAITING" for t in trials)
             if used >= self.budget:
                 self.stop_reason = self.stop_reason or "budget"
                 study.stop()
+
+    def _move_on(self, study: optuna.Study, trials: Sequence[Any]) -> bool:
+        """At a plateau under a time budget: queue the next move; False when none is left."""
+        if self.moves is None or self.stopper is None:
+            return False
+        move = self.moves.next(study)
+        if move is None:
+            return False
+        self.stopper.restart()
+        if self.note is not None:
+            finished = sum(t.state.is_finished() for t in trials)
+            self.note(f"plateau after {finished} trials, time left: trying {move}")
+        return True
 
     def _plateaued(self, study: optuna.Study, trials: Sequence[Any]) -> bool:
         """True once, when early stopping first decides the study is done."""

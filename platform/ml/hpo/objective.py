@@ -14,6 +14,9 @@ so Dask can ship it to workers.
 from __future__ import annotations
 
 import dataclasses
+import logging
+import statistics
+import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -32,11 +35,17 @@ if TYPE_CHECKING:
     import optuna
 
     from mlpilot.platform.ml.context import PipelineRun
+    from mlpilot.platform.ml.hpo.budget import SearchClock
+
+logger = logging.getLogger(__name__)
 
 CV_FOLDS = 3
 #: per-fold intermediate values sit above any boosting round, so the two never collide
 FOLD_STEP = 10_000
 FOLD_CACHE_BYTES = 512 * 2**20
+#: under a time budget, a family whose trials failed this often here is skipped (pruned at
+#: once) instead of ending the whole search on a run of failures
+FAMILY_FAILURES = 2
 
 
 @dataclass
@@ -54,6 +63,32 @@ def _nbytes(data: Any) -> int:
     return int(getattr(data, "nbytes", 0))
 
 
+class OutOfFold:
+    """One trial's out-of-fold output, filled fold by fold (``ok`` False if a fold's
+    classifier saw fewer classes than the data has: its columns would not line up)."""
+
+    def __init__(self, rows: int, n_classes: int) -> None:
+        self.proba = n_classes > 0
+        shape = (rows, n_classes) if self.proba else (rows,)
+        self.values = np.zeros(shape, dtype=float)
+        self.ok = True
+
+    def add(self, fitted: Any, X_valid: Any, rows: Any) -> None:
+        if not self.ok:
+            return
+        if not self.proba:
+            self.values[rows] = np.asarray(fitted.predict(X_valid), dtype=float)
+            return
+        if not hasattr(fitted, "predict_proba"):
+            self.ok = False
+            return
+        part = np.asarray(fitted.predict_proba(X_valid), dtype=float)
+        if part.shape[1] != self.values.shape[1]:
+            self.ok = False
+            return
+        self.values[rows] = part
+
+
 class CVObjective:
     """``objective(trial)`` → the mean cross-validated ``metric`` (in its natural direction)."""
 
@@ -65,6 +100,8 @@ class CVObjective:
         metric: str,
         folds: int = CV_FOLDS,
         pruning: bool = True,
+        clock: SearchClock | None = None,
+        keep_oof: int = 0,
     ) -> None:
         from sklearn.model_selection import KFold, StratifiedKFold
 
@@ -91,10 +128,22 @@ class CVObjective:
         self.splits = list(splitter.split(self.X, self.y))
         self._folds: dict[bool, list[Fold]] = {}
         self._scorer: Any = None
+        #: the search's deadline under a time budget: a trial that would pass it is pruned
+        self.clock = clock
+        #: family → measured mean fold fit seconds of this process's trials
+        self.fit_times: dict[str, list[float]] = {}
+        #: the out-of-fold output (probabilities, or predictions) of this process's best
+        #: ``keep_oof`` complete trials, by trial number: what the ensemble blends
+        self.keep_oof = keep_oof
+        self.oof: dict[int, np.ndarray] = {}
+        self.oof_values: dict[int, float] = {}
+        #: family → trials of it that raised in this process
+        self.failures: dict[str, int] = {}
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
         state["_folds"], state["_scorer"] = {}, None  # rebuilt where the trials run
+        state["oof"], state["oof_values"], state["keep_oof"] = {}, {}, 0  # local trials only
         return state
 
     @property
@@ -147,11 +196,26 @@ class CVObjective:
 
     def __call__(self, trial: optuna.Trial) -> float:
         import optuna
-        from sklearn.base import clone
 
         claim(trial)
         self._check_engine(trial)
         family, params = sample(trial, self.model, str(self.data.task), self.build["prefer"])
+        if self.clock is not None and self.failures.get(family, 0) >= FAMILY_FAILURES:
+            raise optuna.TrialPruned(f"{family} failed {self.failures[family]} times: skipped")
+        try:
+            return self._score(trial, family, params)
+        except optuna.TrialPruned:
+            raise
+        except Exception as exc:  # Optuna records the trial FAIL; count it against the family
+            self.failures[family] = self.failures.get(family, 0) + 1
+            logger.debug("a %s trial failed (%d so far): %s", family, self.failures[family], exc)
+            raise
+
+    def _score(self, trial: optuna.Trial, family: str, params: dict[str, Any]) -> float:
+        """The mean cross-validated score of one configuration (pruned as it goes)."""
+        import optuna
+        from sklearn.base import clone
+
         pipeline = build_pipeline(self.data, family, params, **self.build)
         folds = self.folds(pipeline, family in SCALE_SENSITIVE)
         estimator = pipeline.steps[-1][1]
@@ -161,17 +225,56 @@ class CVObjective:
             else None
         )
         values: list[float] = []
+        fits: list[float] = []
+        oof = OutOfFold(len(self.y), self.n_classes) if self.keep_oof else None
         for k, fold in enumerate(folds):
+            self._check_time(family, fits)
+            started = time.perf_counter()
             if k == 0 and booster_metric:
                 fitted = boosting.fit_with_pruning(estimator, fold, trial, family, booster_metric)
             else:
                 fitted = clone(estimator).fit(fold.X_train, fold.y_train)
+            fits.append(time.perf_counter() - started)
             if k == 0:  # where this configuration trains (the other folds train the same way)
                 observe_model(pipeline[:-1])
                 observe_model(fitted)
             values.append(self.sign * float(self.scorer(fitted, fold.X_valid, fold.y_valid)))
+            if oof is not None:
+                oof.add(fitted, fold.X_valid, self.splits[k][1])
             if self.pruning and k < len(folds) - 1:
                 trial.report(float(np.mean(values)), FOLD_STEP + k)
                 if trial.should_prune():
                     raise optuna.TrialPruned(f"pruned after fold {k + 1} of {len(folds)}")
-        return float(np.mean(values))
+        fit_s = float(np.mean(fits))
+        self.fit_times.setdefault(family, []).append(fit_s)
+        trial.set_user_attr(vocab.ATTR_FIT_S, round(fit_s, 4))
+        trial.set_user_attr(vocab.ATTR_FOLD_VALUES, [float(v) for v in values])
+        value = float(np.mean(values))
+        if oof is not None and oof.ok:
+            self._keep(trial.number, value, oof.values)
+        return value
+
+    def _keep(self, number: int, value: float, output: np.ndarray) -> None:
+        """Keep this trial's out-of-fold output if it is among the best ``keep_oof``."""
+        self.oof[number], self.oof_values[number] = output, value
+        if len(self.oof) > self.keep_oof:
+            maximize = self.metric not in M.LOWER_IS_BETTER
+            worst = (min if maximize else max)(self.oof_values, key=self.oof_values.__getitem__)
+            del self.oof[worst], self.oof_values[worst]
+
+    def _check_time(self, family: str, fits: list[float]) -> None:
+        """Under a time budget, prune a trial whose next fold would end past the search's
+        deadline (estimated from its own folds so far, else its family's earlier trials).
+        Until this process has a complete trial, nothing is pruned for time: the search
+        must end with a model."""
+        import optuna
+
+        if self.clock is None or not self.fit_times:
+            return
+        seen = self.fit_times.get(family)
+        estimate = fits[-1] if fits else (statistics.median(seen) if seen else 0.0)
+        if not self.clock.fits(estimate):
+            raise optuna.TrialPruned(
+                f"out of time: the next fold needs about {estimate:.1f} s, "
+                f"{max(self.clock.search_left(), 0.0):.1f} s of the search are left"
+            )

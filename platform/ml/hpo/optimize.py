@@ -9,7 +9,14 @@ from typing import TYPE_CHECKING, Any
 
 from mlpilot.platform.errors import MlpilotError
 from mlpilot.platform.ml import metrics as M
+from mlpilot.platform.ml.ensemble import ENSEMBLE_CANDIDATES, SearchOutput
 from mlpilot.platform.ml.hpo import summary as S
+from mlpilot.platform.ml.hpo.budget import (
+    PLOTS_MIN_BUDGET_S,
+    PlateauMoves,
+    SearchClock,
+    enqueue_low_cost,
+)
 from mlpilot.platform.ml.hpo.early_stopping import (
     EARLY_STOP_MIN_DELTA,
     EARLY_STOP_PATIENCE,
@@ -25,10 +32,11 @@ from mlpilot.platform.ml.hpo.session import (
     remaining,
     run_trials,
 )
-from mlpilot.platform.ml.hpo.spaces import FAMILY_PARAM, model_params
+from mlpilot.platform.ml.hpo.spaces import FAMILY_PARAM, auto_families, model_params
 from mlpilot.platform.ml.hpo.spec import default_study_name, spec_from_run
 from mlpilot.platform.ml.hpo.storage import open_storage, redact
 from mlpilot.platform.ml.hpo.trial_log import TrialLogger
+from mlpilot.tracking import vocab
 
 logger = logging.getLogger(__name__)
 
@@ -36,6 +44,10 @@ if TYPE_CHECKING:
     from mlpilot.platform.ml.context import PipelineRun
 
 DEFAULT_TRIALS = 50
+#: a search needs at least this much of its budget left when it starts
+MIN_SEARCH_S = 1.0
+#: a time-budgeted search that ends with more than this share unused says why
+UNUSED_NOTE_SHARE = 0.2
 
 
 def optimize(
@@ -100,24 +112,30 @@ def optimize(
         pruning=pruning,
         cv_folds=CV_FOLDS,
     ).save(study)
-    objective = CVObjective(run, model=model, metric=metric, pruning=pruning)
-    logger = TrialLogger.for_parent(run.logger, name)
-    monitor = StudyMonitor(
+    clock = _clock(run, timeout_s)
+    objective = CVObjective(
+        run,
+        model=model,
         metric=metric,
-        budget=trials,
-        stopper=EarlyStopping(patience=patience, min_delta=min_delta, warmup=warmup)
-        if early_stopping
-        else None,
-        logger=logger,
-        emit=lambda fields: run.event("trial", **fields),
+        pruning=pruning,
+        clock=clock,
+        # a time budget ends with the ensemble: keep the best trials' out-of-fold output
+        keep_oof=2 * ENSEMBLE_CANDIDATES if clock is not None else 0,
     )
+    logger = TrialLogger.for_parent(run.logger, name)
+    stopper = (
+        EarlyStopping(patience=patience, min_delta=min_delta, warmup=warmup)
+        if early_stopping
+        else None
+    )
+    monitor = _monitor(run, study, model, metric, trials, clock, stopper, logger)
     try:
         session = run_trials(
             study,
             objective,
             monitor,
             n_trials=remaining(study, trials),
-            timeout_s=timeout_s,
+            timeout_s=max(clock.search_left(), MIN_SEARCH_S) if clock else timeout_s,
             storage_url=storage_url,
             backend=backend,
             dask_client=dask_client,
@@ -135,13 +153,7 @@ def optimize(
         budget=trials,
         stop_reason=session.stop_reason,
     )
-    if summary["best_value"] is None:
-        raise MlpilotError(
-            "no trial of the study completed", hint="see logs/stderr.txt for the trials' errors"
-        )
-    if session.stop_reason == "failures":
-        run.note("the study stopped early: its last trials all failed (see logs/stderr.txt)")
-    _record(run, study, summary, plots=plots)
+    _conclude(run, study, objective, session.stop_reason, summary, clock, model, plots=plots)
     if summary["early_stopped"]:
         run.note(
             f"early stopping after {summary['n_trials']} trials: no gain over {min_delta:.0%} "
@@ -149,6 +161,134 @@ def optimize(
         )
     best = study.best_trial
     return str(best.params.get(FAMILY_PARAM, model)), model_params(best.params)
+
+
+def _monitor(
+    run: PipelineRun,
+    study: Any,
+    model: str,
+    metric: str,
+    trials: int | None,
+    clock: SearchClock | None,
+    stopper: EarlyStopping | None,
+    logger: TrialLogger | None,
+) -> StudyMonitor:
+    """The study's per-trial callback; under a time budget, cheap first configurations."""
+    families = auto_families(run.prefer) if model == "auto" else (model,)
+    if clock is not None and enqueue_low_cost(study, families, model):
+        run.note("time budget: the search starts with one small, fast configuration per family")
+    return StudyMonitor(
+        metric=metric,
+        budget=trials,
+        stopper=stopper,
+        logger=logger,
+        emit=lambda fields: run.event("trial", **fields),
+        clock=clock,
+        # a trial count keeps plain early stopping; a time budget moves on at a plateau
+        moves=PlateauMoves(model, families, str(run.data.task))
+        if clock is not None and trials is None
+        else None,
+        note=run.note,
+    )
+
+
+def _conclude(
+    run: PipelineRun,
+    study: Any,
+    objective: CVObjective,
+    reason: str | None,
+    summary: dict[str, Any],
+    clock: SearchClock | None,
+    model: str,
+    *,
+    plots: bool,
+) -> None:
+    """After the search: its best, what the ensemble needs, the record and the notes."""
+    if summary["best_value"] is None:
+        raise MlpilotError(
+            "no trial of the study completed", hint="see logs/stderr.txt for the trials' errors"
+        )
+    best_trial = study.best_trial
+    summary["best_fold_values"] = best_trial.user_attrs.get(vocab.ATTR_FOLD_VALUES)
+    run.search = _search_output(study, objective, model, best_trial.number)
+    if reason == "failures":
+        run.note("the study stopped early: its last trials all failed (see logs/stderr.txt)")
+    if plots and clock is not None and not clock.plots:
+        plots = False
+        run.note(
+            f"no study plots: a time budget under {PLOTS_MIN_BUDGET_S:.0f} s keeps its time "
+            "for the search (optuna-dashboard on the study's storage draws them)"
+        )
+    _record(run, study, summary, plots=plots)
+    if clock is not None:
+        _note_unused(run, clock, reason, summary)
+
+
+def _search_output(
+    study: Any, objective: CVObjective, model: str, best_number: int
+) -> SearchOutput | None:
+    """The best trials' out-of-fold output and configurations, for the ensemble."""
+    if len(objective.oof) < 2:
+        return None
+    trials = {t.number: t for t in study.get_trials(deepcopy=False)}
+    configs, fit_s = {}, {}
+    for number in objective.oof:
+        params = trials[number].params
+        configs[number] = (str(params.get(FAMILY_PARAM, model)), model_params(params))
+        fit_s[number] = float(trials[number].user_attrs.get(vocab.ATTR_FIT_S) or 0.0)
+    return SearchOutput(
+        oof=dict(objective.oof),
+        values=dict(objective.oof_values),
+        configs=configs,
+        fit_s=fit_s,
+        y=objective.y.to_numpy(),
+        splits=objective.splits,
+        maximize=objective.metric not in M.LOWER_IS_BETTER,
+        best_number=best_number,
+    )
+
+
+def _clock(run: PipelineRun, timeout_s: float | None) -> SearchClock | None:
+    """The whole run's clock for a time budget, with the run's deadline set; None without.
+
+    The budget counts from the request's start (``PipelineRun.started_at``): a budget
+    already spent before the search fails the run with what it was spent on.
+    """
+    if timeout_s is None:
+        return None
+    clock = SearchClock.for_run(run.started_at, float(timeout_s))
+    run.deadline = clock.deadline
+    if clock.search_left() < MIN_SEARCH_S:
+        import time
+
+        spent = time.time() - run.started_at
+        raise MlpilotError(
+            f"the time budget of {timeout_s:g} s leaves no time to search: {spent:.1f} s went "
+            f"to starting up and preparing the data, and about {clock.reserve_s:.0f} s are "
+            "kept for the final fit, scoring and logging",
+            hint=f"give a budget of at least {spent + clock.reserve_s + 10:.0f} s",
+        )
+    return clock
+
+
+def _note_unused(
+    run: PipelineRun, clock: SearchClock, reason: str | None, summary: dict[str, Any]
+) -> None:
+    """Say why a time-budgeted search ended with much of its budget left."""
+    unused = clock.unused_share()
+    summary["unused_share"] = round(unused, 4)
+    if unused <= UNUSED_NOTE_SHARE:
+        return
+    if reason == "exhausted":
+        run.note(
+            f"the search ended with {unused:.0%} of its time budget unused: nothing was left "
+            "to try (every family had its trials and the best configuration was grown to the "
+            "top of its search space, with no further gain)"
+        )
+    elif reason in ("budget", "trials"):
+        run.note(f"the search used its trial budget with {unused:.0%} of its time unused")
+    elif reason == "failures":
+        run.note(f"the search stopped on failing trials with {unused:.0%} of its time unused")
 
 
 def _record(run: PipelineRun, study: Any, summary: dict[str, Any], *, plots: bool) -> None:

@@ -15,6 +15,11 @@ from mlpilot.platform.ml.modeling import LABELS, TREE_FAMILIES
 from mlpilot.platform.ml.steps._model import _scores, train_model
 
 PERMUTATION_ROWS = 5000
+PERMUTATION_REPEATS = 3
+MIN_PERMUTATION_ROWS = 200
+#: seconds a time-budgeted run keeps after its importance (logging the model, the result,
+#: the parent's recording): permutation importance runs only when it fits before that
+IMPORTANCE_RESERVE_S = 2.0
 
 
 # -- evaluate -------------------------------------------------------------------------------------------
@@ -28,6 +33,9 @@ def evaluate_model(run: PipelineRun, cv_folds: int = 5) -> None:
     from sklearn.model_selection import KFold, StratifiedKFold, cross_validate
 
     with run.stage("evaluate"):
+        if _search_folds_instead(run, cv_folds):
+            _log_plots(run)
+            return
         # the folds fit clones of this model: same estimators, same parameters, same process
         observe_model(run.model.pipeline)
         X_train, y_train = run.data.train()
@@ -60,6 +68,24 @@ def evaluate_model(run: PipelineRun, cv_folds: int = 5) -> None:
         run.log_metrics(cv_metrics)
         run.logger.log_params({"evaluate.cv_folds": cv_folds})
         _log_plots(run)
+
+
+def _search_folds_instead(run: PipelineRun, cv_folds: int) -> bool:
+    """Under a time budget with no room for ``cv_folds`` more fits: keep the search's own
+    out-of-fold scores of the chosen configuration (``cv_<metric>``), with a note."""
+    left, fit_s = run.time_left(), run.model.fit_s
+    folds = (run.result.study or {}).get("best_fold_values")
+    if left is None or fit_s is None or not folds:
+        return False
+    cost = cv_folds * fit_s
+    if cost + IMPORTANCE_RESERVE_S <= left:
+        return False
+    run.note(
+        f"evaluate: {cv_folds}-fold cross-validation would take about {cost:.0f} s and "
+        f"{max(left, 0):.0f} s of the time budget are left: cv_{run.model.main_metric} is the "
+        f"chosen configuration's out-of-fold score from the search ({len(folds)} folds)"
+    )
+    return True
 
 
 def _cv_scoring(run: PipelineRun) -> dict[str, Any]:
@@ -121,15 +147,15 @@ def feature_importance(run: PipelineRun, method: str = "auto", top_k: int = 10) 
 
     with run.stage("importance"):
         observe_model(run.model.pipeline)
-        used = method
+        used, rows, repeats = method, PERMUTATION_ROWS, PERMUTATION_REPEATS
         if method == "auto":
-            used = "permutation"
+            used, rows, repeats = _auto_method(run)
         if used == "impurity" and run.model.family not in TREE_FAMILIES:
             run.note(
-                f"impurity importance needs a tree model; {LABELS[run.model.family]} uses permutation importance"
+                f"impurity importance needs a tree model; {LABELS.get(run.model.family, run.model.family)} uses permutation importance"
             )
             used = "permutation"
-        ranking = _impurity(run) if used == "impurity" else _permutation(run)
+        ranking = _impurity(run) if used == "impurity" else _permutation(run, rows, repeats)
         items = [
             {"feature": f, "importance": round(float(v), 6)}
             for f, v in sorted(ranking.items(), key=lambda kv: -kv[1])
@@ -152,6 +178,47 @@ def feature_importance(run: PipelineRun, method: str = "auto", top_k: int = 10) 
         )
 
 
+def _permutation_cost(run: PipelineRun, rows: int, repeats: int) -> float | None:
+    """Estimated seconds of permutation importance: a test pass per column and repeat."""
+    if run.model.predict_s is None:
+        return None
+    X_test, _ = run.data.test()
+    # a pass costs a fixed part (the pipeline's own overhead) and a part per row: take
+    # half of the measured pass as each, which errs on the slow side for small sets
+    share = min(1.0, rows / max(len(X_test), 1))
+    per_pass = run.model.predict_s * (0.5 + 0.5 * share)
+    return per_pass * (len(X_test.columns) * repeats + 1)
+
+
+def _auto_method(run: PipelineRun) -> tuple[str, int, int]:
+    """Permutation importance (``PERMUTATION_ROWS`` test rows, ``PERMUTATION_REPEATS``
+    repeats), unless a time budget has no room for it: then the model's own (impurity)
+    importance where it has one, else one repeat on as many rows as fit; with a note.
+    Returns the method, the rows and the repeats."""
+    left = run.time_left()
+    cost = _permutation_cost(run, PERMUTATION_ROWS, PERMUTATION_REPEATS)
+    if left is None or cost is None or cost + IMPORTANCE_RESERVE_S <= left:
+        return "permutation", PERMUTATION_ROWS, PERMUTATION_REPEATS
+    room = max(left - IMPORTANCE_RESERVE_S, 0.0)
+    steps = getattr(run.model.pipeline, "named_steps", {})
+    if "model" in steps and hasattr(steps["model"], "feature_importances_"):
+        run.note(
+            f"importance: permutation would take about {cost:.0f} s and {room:.0f} s of the "
+            "time budget are free: using the model's own (impurity) importance"
+        )
+        return "impurity", 0, 0
+    rows = PERMUTATION_ROWS
+    while rows > MIN_PERMUTATION_ROWS and (_permutation_cost(run, rows, 1) or 0.0) > room:
+        rows //= 2
+    rows = max(rows, MIN_PERMUTATION_ROWS)
+    run.note(
+        f"importance: permutation would take about {cost:.0f} s and {room:.0f} s of the time "
+        f"budget are free: one repeat on up to {rows} test rows instead of "
+        f"{PERMUTATION_REPEATS} on {PERMUTATION_ROWS}"
+    )
+    return "permutation", rows, 1
+
+
 def _impurity(run: PipelineRun) -> dict[str, float]:
     estimator = run.model.pipeline.named_steps["model"]
     values = np.asarray(estimator.feature_importances_, dtype=float)
@@ -167,12 +234,14 @@ def _impurity(run: PipelineRun) -> dict[str, float]:
     return {k: v / total for k, v in totals.items()}
 
 
-def _permutation(run: PipelineRun) -> dict[str, float]:
+def _permutation(
+    run: PipelineRun, rows: int = PERMUTATION_ROWS, repeats: int = PERMUTATION_REPEATS
+) -> dict[str, float]:
     from sklearn.inspection import permutation_importance
 
     X_test, y_test = run.data.test()
-    if len(X_test) > PERMUTATION_ROWS:
-        sample = X_test.sample(PERMUTATION_ROWS, random_state=run.seed)
+    if len(X_test) > rows:
+        sample = X_test.sample(rows, random_state=run.seed)
         X_test, y_test = sample, y_test.loc[sample.index]
     scorer = M.sklearn_scorer(
         run.model.main_metric or M.default_metric(run.data.task),
@@ -181,7 +250,12 @@ def _permutation(run: PipelineRun) -> dict[str, float]:
         run.data.positive_class,
     )
     result = permutation_importance(
-        run.model.pipeline, X_test, y_test, n_repeats=3, random_state=run.seed, scoring=scorer
+        run.model.pipeline,
+        X_test,
+        y_test,
+        n_repeats=repeats,
+        random_state=run.seed,
+        scoring=scorer,
     )
     return {
         str(c): max(float(v), 0.0)

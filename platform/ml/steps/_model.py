@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import numpy as np
@@ -11,8 +12,9 @@ from mlpilot.platform.ml import metrics as M
 from mlpilot.platform.ml.context import PipelineRun
 from mlpilot.platform.ml.devices import observe_model
 from mlpilot.platform.ml.features import plan_features
-from mlpilot.platform.ml.modeling import LABELS, resolve_family
+from mlpilot.platform.ml.modeling import ENSEMBLE_FAMILY, LABELS, resolve_family
 from mlpilot.platform.ml.steps._outputs import log_model
+from mlpilot.tracking import vocab
 
 
 # -- features -----------------------------------------------------------------------------------
@@ -96,7 +98,10 @@ def score_on_test(run: PipelineRun) -> dict[str, float]:
         data, pipeline = run.data, run.model.pipeline
         observe_model(pipeline)
         X_test, y_test = data.test()
+        started = time.perf_counter()
         y_pred = pipeline.predict(X_test)
+        # what one pass over the test rows costs (permutation importance makes many)
+        run.model.predict_s = time.perf_counter() - started
         y_score = _scores(pipeline, X_test) if data.task == "classification" else None
         test = M.scores(str(data.task), y_test, y_pred, y_score, data.classes, data.positive_class)
     run.log_metrics({f"test_{k}": v for k, v in test.items()})
@@ -140,11 +145,47 @@ def optimize_model(
             warm_start=warm_start,
         )
     with run.stage("train"):
-        pipeline = run.build_pipeline(family, params)
-        X_train, y_train = run.data.train()
-        pipeline.fit(X_train, y_train)
-        observe_model(pipeline)
-        set_model(run, pipeline, family, params)
         if metric:
             run.model.main_metric = metric
+        pipeline = run.build_pipeline(family, params)
+        X_train, y_train = run.data.train()
+        started = time.perf_counter()
+        pipeline.fit(X_train, y_train)
+        fit_s = time.perf_counter() - started
+        observe_model(pipeline)
+        chosen = _ensemble(run, pipeline)
+        if chosen is not None:
+            pipeline, family, params = chosen
+        set_model(run, pipeline, family, params)
+        run.model.fit_s = fit_s
+        _log_search_cv(run)
     score_on_test(run)
+
+
+def _ensemble(run: PipelineRun, best: Any) -> tuple[Any, str, dict] | None:
+    """The search's weighted ensemble when it wins (time-budgeted searches only)."""
+    from mlpilot.platform.ml.ensemble import build_ensemble
+    from mlpilot.platform.ml.hpo.budget import AFTER_MODEL_S
+
+    if run.model.main_metric is None:
+        run.model.main_metric = M.default_metric(str(run.data.task), run.data.n_classes)
+    built = build_ensemble(run, best, AFTER_MODEL_S)
+    if built is None:
+        return None
+    model, params = built
+    return model, ENSEMBLE_FAMILY, params
+
+
+def _log_search_cv(run: PipelineRun) -> None:
+    """``cv_<metric>``: the chosen configuration's own out-of-fold scores from the search
+    (the folds every trial was scored on), labelled as such."""
+    study = run.result.study or {}
+    folds = study.get("best_fold_values")
+    metric = run.model.main_metric
+    if not folds or not metric:
+        return
+    run.log_metrics(
+        {f"cv_{metric}": float(np.mean(folds)), f"cv_{metric}_std": float(np.std(folds))}
+    )
+    run.logger.log_params({"cv.folds": len(folds)})
+    run.logger.set_tags({vocab.TAG_CV_SOURCE: vocab.CV_SOURCE_SEARCH})
