@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+import stat
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
@@ -30,6 +31,8 @@ LLM_MODES = ("auto", "offline", "openai")
 REASONING_MODES = ("off", "on")
 LOG_LEVELS = ("debug", "info", "warning", "error")
 CHILD_USERS = ("auto", "none")
+#: the unprivileged account a pipeline runs as when mlpilot is root (MLPILOT_CHILD_USER=auto)
+RUN_ACCOUNT = "mlpilot-run"
 # The server behind MLPILOT_LLM_BASE_URL: it decides where the thinking budget goes
 # (hosted NIM: top level; self-hosted NIM: under nvext; vLLM and OpenAI: not sent).
 LLM_BACKENDS = ("nim", "nim-selfhosted", "vllm", "openai")
@@ -307,12 +310,37 @@ def _read_toml(home: Path) -> dict[str, str]:
     """Keys of the first mlpilot.toml found (working directory, then MLPILOT_HOME)."""
     for candidate in (Path.cwd() / "mlpilot.toml", home / "mlpilot.toml"):
         if candidate.is_file():
+            _check_trusted(candidate)
             try:
                 data = tomllib.loads(candidate.read_text(encoding="utf-8"))
             except (OSError, tomllib.TOMLDecodeError) as exc:
                 raise SettingsError(f"cannot read {candidate}: {exc}") from None
             return {str(k): str(v) for k, v in data.items() if not isinstance(v, dict)}
     return {}
+
+
+def _check_trusted(path: Path) -> None:
+    """Settings decide who a pipeline runs as and where the LLM key is sent: a file that a
+    pipeline could have written (MLPILOT_HOME takes the store's new files) is not read."""
+    info = path.stat()
+    owners = {os.geteuid(), 0}
+    writable_by_pipelines = bool(info.st_mode & stat.S_IWGRP) and info.st_gid == _run_gid()
+    if info.st_uid not in owners or info.st_mode & stat.S_IWOTH or writable_by_pipelines:
+        raise SettingsError(
+            f"{path} is not read: it is owned by another account or writable by others "
+            "(pipelines could change mlpilot's settings through it)",
+            hint=f"check it, then: chown $(id -u) {path} && chmod 644 {path}",
+        )
+
+
+def _run_gid() -> int | None:
+    """The group of the account pipelines run as (when mlpilot is root), if it exists."""
+    import grp
+
+    try:
+        return grp.getgrnam(RUN_ACCOUNT).gr_gid
+    except KeyError:
+        return None
 
 
 def get_settings() -> Settings:

@@ -33,11 +33,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mlpilot.platform.config.settings import RUN_ACCOUNT
 from mlpilot.platform.ml import protocol
 
 logger = logging.getLogger(__name__)
 
-RUN_USER = "mlpilot-run"
+RUN_USER = RUN_ACCOUNT
 #: virtual memory beyond the data budget: mapped libraries alone reach about 2 GiB
 HEADROOM_MB = 3072
 HEADROOM_PER_CPU_MB = 64  # allocator arenas and thread stacks grow with the threads

@@ -35,9 +35,9 @@ def _read(path: str) -> str:
         return f"read {len(fh.read())} bytes"
 
 
-def _write(path: str) -> str:
+def _write(path: str, text: str = "escaped") -> str:
     with open(path, "w") as fh:
-        fh.write("escaped")
+        fh.write(text)
     return f"wrote {path}"
 
 
@@ -78,6 +78,10 @@ def probe(home: str, port: int) -> dict[str, str]:
         report[f"write {path.format(home='$HOME')}"] = _try(
             lambda p=path: _write(p.format(home=home))
         )
+    settings = 'MLPILOT_CHILD_USER = "none"\nMLPILOT_LLM_BASE_URL = "http://127.0.0.1:9/v1"\n'
+    report["write $HOME/mlpilot.toml"] = _try(
+        lambda: _write(os.path.join(home, "mlpilot.toml"), settings)
+    )
     report["remove $HOME/mlflow.db"] = _try(lambda: _remove(os.path.join(home, "mlflow.db")))
     report["os.system"] = _try(
         lambda: f"exit status {os.system('cat /etc/shadow > /dev/null 2>&1')}"

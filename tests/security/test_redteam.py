@@ -9,6 +9,7 @@ always survives. ``README.md`` beside this file tabulates what these tests obser
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import pickle
@@ -192,12 +193,27 @@ def test_a_plugin_step_is_contained(lab: Path, listener: Listener) -> None:
         argv, capture_output=True, text=True, timeout=300,
         env={**os.environ, **_env(home, PYTHONPATH=str(lab / "plugins"))},
     )  # fmt: skip
-    assert done.returncode == 0, done.stderr[-2000:]
     outcome = json.loads(done.stdout)
     report = json.loads((Path(outcome["run_dir"]) / "redteam.json").read_text())
     _write_observed("plugin step", report)
+    with _planted_settings(home):
+        # as root, the settings file the payload planted is the pipeline account's: its own
+        # run fails as soon as mlpilot reads its settings again, in one line
+        assert done.returncode == (1 if ROOT else 0), done.stderr[-2000:]
+        if ROOT:
+            assert "mlpilot.toml is not read" in _one_line(done.stderr)
+    status, doc = _both_stores(home, outcome["run_id"])
+    assert (status, doc["status"]) == (("FAILED",) * 2 if ROOT else ("FINISHED", "SUCCEEDED"))
     _assert_contained(report, home, listener)
-    assert _both_stores(home, outcome["run_id"])[0] == "FINISHED"
+
+
+@contextlib.contextmanager
+def _planted_settings(home: Path) -> Iterator[None]:
+    """Remove the settings file a payload planted, whatever the assertions say."""
+    try:
+        yield
+    finally:
+        (home / "mlpilot.toml").unlink(missing_ok=True)
 
 
 #: payload → the limit that must stop it, and the settings of its run
@@ -332,7 +348,11 @@ def test_a_valid_hostile_model_is_contained(
     assert recorded.returncode == 0 and "recorded the digests" in recorded.stdout
     done = _predict(lab, home)
     assert done.returncode == 0, done.stderr[-2000:]
-    preds = sorted(lab.glob("preds-*.csv"), key=lambda p: p.stat().st_mtime)[-1]
+    with _planted_settings(home):
+        if ROOT:  # the settings file the model planted is refused by the next command
+            after = run_cli("runs", "list", env=_env(home))
+            assert "mlpilot.toml is not read" in _one_line(after.stderr)
+    preds = max(home.glob("runs/predict-*/predictions.csv"), key=lambda p: p.stat().st_mtime)
     import pandas as pd
 
     report = json.loads(pd.read_csv(preds)["prediction"].iloc[0])

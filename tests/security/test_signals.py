@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import MLPILOT, run_cli
+from helpers import MLPILOT, invoke_cli, run_cli
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 LONG = "tune a random forest for 400 trials to predict sales"
@@ -50,7 +50,7 @@ def last_run(home: Path, timeout: float = 60) -> dict[str, Any]:
     """The newest run (the pipeline starts before its run exists: wait for the run)."""
     deadline = time.monotonic() + timeout
     while True:
-        done = run_cli("runs", "list", "--limit", "1", "--json", env={"MLPILOT_HOME": str(home)})
+        done = invoke_cli("runs", "list", "--limit", "1", "--json", env={"MLPILOT_HOME": str(home)})
         runs = json.loads(done.stdout) if done.returncode == 0 else []
         if runs or time.monotonic() > deadline:
             assert runs, done.stderr

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -56,3 +57,27 @@ def test_toml_file_is_read_and_environment_wins(
     monkeypatch.chdir(tmp_path)
     s = Settings.from_env({"MLPILOT_HOME": str(tmp_path / "h"), "MLPILOT_EXPERIMENT": "from-env"})
     assert s.engine == "cpu" and s.experiment == "from-env"
+
+
+def test_a_settings_file_others_can_write_is_not_read(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    toml = home / "mlpilot.toml"
+    toml.write_text('MLPILOT_ENGINE = "cpu"\n')
+    toml.chmod(0o644)
+    assert Settings.from_env({"MLPILOT_HOME": str(home)}).engine == "cpu"
+    toml.chmod(0o666)
+    with pytest.raises(SettingsError, match="is not read"):
+        Settings.from_env({"MLPILOT_HOME": str(home)})
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only root can give a file to another account")
+def test_a_settings_file_of_another_account_is_not_read(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    toml = home / "mlpilot.toml"
+    toml.write_text('MLPILOT_CHILD_USER = "none"\n')
+    toml.chmod(0o644)
+    os.chown(toml, 65534, 65534)  # nobody: as a pipeline's account would leave it
+    with pytest.raises(SettingsError, match="owned by another account"):
+        Settings.from_env({"MLPILOT_HOME": str(home)})
