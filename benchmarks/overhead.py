@@ -128,7 +128,16 @@ def main() -> None:
         warm_plan["steps"][0]["args"]["path"] = str(small)
         (work / "warm.json").write_text(json.dumps(warm_plan))
         measure(
-            [str(BIN / "mlpilot"), "run", "--plan", str(work / "warm.json"), "--engine", "cpu"],
+            [
+                str(BIN / "mlpilot"),
+                "run",
+                "--plan",
+                str(work / "warm.json"),
+                "--data",
+                str(small),
+                "--engine",
+                "cpu",
+            ],
             env,
         )
         rows = []
@@ -142,6 +151,8 @@ def main() -> None:
                     "run",
                     "--plan",
                     str(work / "plan.json"),
+                    "--data",  # a saved plan's data file is confirmed on the command line
+                    str(data),
                     "--engine",
                     "cpu",
                     "--json",
