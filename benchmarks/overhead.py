@@ -106,95 +106,95 @@ def boosting_iterations(model_uri: str, env: dict[str, str]) -> int:
     return int(mlflow.sklearn.load_model(model_uri)[-1].n_iter_)
 
 
+def mlpilot_run(plan: Path, data: Path) -> list[str]:
+    """``mlpilot run`` of a saved plan; its data file is confirmed with ``--data``."""
+    return [
+        str(BIN / "mlpilot"),
+        "run",
+        "--plan",
+        str(plan),
+        "--data",
+        str(data),
+        "--engine",
+        "cpu",
+    ]
+
+
+def prepare(work: Path, rows: int) -> tuple[Path, dict[str, str]]:
+    """The data, both plans and the hand-written script in ``work``; a warmed-up home."""
+    from mlpilot.platform.datasets import make_sales, write_table
+
+    data = write_table(make_sales(rows, seed=7), work / "sales.csv")
+    small = write_table(make_sales(2000, seed=1), work / "small.csv")
+    for name, path in (("plan.json", data), ("warm.json", small)):
+        plan = json.loads(json.dumps(PLAN))
+        plan["steps"][0]["args"]["path"] = str(path)
+        (work / name).write_text(json.dumps(plan))
+    (work / "hand.py").write_text(HAND_WRITTEN)
+    env = {**os.environ, "MLPILOT_HOME": str(work / "home"), "MLPILOT_LLM": "offline"}
+    env.pop("MLFLOW_TRACKING_URI", None)
+    env.pop("MLPILOT_MONGO_URI", None)
+    measure(mlpilot_run(work / "warm.json", small), env)  # creates the stores: not measured
+    return data, env
+
+
+def print_same_work(hand_out: str, run_wall: float, work: Path, env: dict[str, str]) -> None:
+    """Both variants fit the same model; where mlpilot's own time goes."""
+    newest = max((work / "home" / "runs").glob("*/result.json"), key=lambda p: p.stat().st_mtime)
+    result = json.loads(newest.read_text())
+    hand_rmse = float(hand_out.split("test_rmse")[1].split()[0])
+    hand_iter = int(hand_out.split("n_iter")[1].split()[0])
+    print(
+        f"same work: hand-written test_rmse {hand_rmse:.4f} after {hand_iter} boosting "
+        f"iterations, mlpilot test_rmse {result['metrics']['test_rmse']:.4f} after "
+        f"{boosting_iterations(result['model_uri'], env)} iterations"
+    )
+    stages = ", ".join(f"{k} {v:.1f}s" for k, v in result["timings"].items())
+    print(f"mlpilot child stages: {stages}")
+    print(
+        f"mlpilot outside the pipeline (planning, tracking, process start and exit): "
+        f"{run_wall - result['timings']['total']:.1f}s"
+    )
+
+
+def print_table(n_rows: int, rows: list[tuple[float, float, float, float]]) -> None:
+    print()
+    header = f"{'rows':>9} | {'variant':<22} | {'wall s':>8} | {'peak MiB':>9} |"
+    print(f"{header} {'wall ratio':>10} | {'memory ratio':>12}")
+    print("-" * 84)
+    for hand_wall, hand_peak, run_wall, run_peak in rows:
+        for name, wall, peak in (
+            ("hand-written script", hand_wall, hand_peak),
+            ("mlpilot run", run_wall, run_peak),
+        ):
+            print(
+                f"{n_rows:>9} | {name:<22} | {wall:8.1f} | {peak:9.0f} | "
+                f"{wall / hand_wall:10.2f} | {peak / hand_peak:12.2f}"
+            )
+    print(
+        "\ngoal: wall-time ratio ≤ 1.10, memory ratio ≤ 1.25 "
+        "(peak memory is the largest process of each variant, ru_maxrss)"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--repeat", type=int, default=1)
     args = parser.parse_args()
-
-    from mlpilot.platform.datasets import make_sales, write_table
-
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        data = write_table(make_sales(args.rows, seed=7), work / "sales.csv")
-        PLAN["steps"][0]["args"]["path"] = str(data)
-        (work / "plan.json").write_text(json.dumps(PLAN))
-        (work / "hand.py").write_text(HAND_WRITTEN)
-        env = {**os.environ, "MLPILOT_HOME": str(work / "home"), "MLPILOT_LLM": "offline"}
-        env.pop("MLFLOW_TRACKING_URI", None)
-        env.pop("MLPILOT_MONGO_URI", None)
-        small = write_table(make_sales(2000, seed=1), work / "small.csv")
-        warm_plan = json.loads(json.dumps(PLAN))
-        warm_plan["steps"][0]["args"]["path"] = str(small)
-        (work / "warm.json").write_text(json.dumps(warm_plan))
-        measure(
-            [
-                str(BIN / "mlpilot"),
-                "run",
-                "--plan",
-                str(work / "warm.json"),
-                "--data",
-                str(small),
-                "--engine",
-                "cpu",
-            ],
-            env,
-        )
+        data, env = prepare(work, args.rows)
         rows = []
         for i in range(args.repeat):
             hand_wall, hand_peak, hand_out = measure(
                 [sys.executable, str(work / "hand.py"), str(data)], env
             )
-            run_wall, run_peak, _ = measure(
-                [
-                    str(BIN / "mlpilot"),
-                    "run",
-                    "--plan",
-                    str(work / "plan.json"),
-                    "--data",  # a saved plan's data file is confirmed on the command line
-                    str(data),
-                    "--engine",
-                    "cpu",
-                    "--json",
-                ],
-                env,
-            )
-            newest = max(
-                (work / "home" / "runs").glob("*/result.json"), key=lambda p: p.stat().st_mtime
-            )
-            result = json.loads(newest.read_text()) if i == 0 else None
+            run_wall, run_peak, _ = measure([*mlpilot_run(work / "plan.json", data), "--json"], env)
             rows.append((hand_wall, hand_peak, run_wall, run_peak))
-            if result:
-                hand_rmse = float(hand_out.split("test_rmse")[1].split()[0])
-                hand_iter = int(hand_out.split("n_iter")[1].split()[0])
-                print(
-                    f"same work: hand-written test_rmse {hand_rmse:.4f} after {hand_iter} boosting "
-                    f"iterations, mlpilot test_rmse {result['metrics']['test_rmse']:.4f} after "
-                    f"{boosting_iterations(result['model_uri'], env)} iterations"
-                )
-                stages = ", ".join(f"{k} {v:.1f}s" for k, v in result["timings"].items())
-                print(f"mlpilot child stages: {stages}")
-                print(
-                    f"mlpilot outside the pipeline (planning, tracking, process start and exit): "
-                    f"{run_wall - result['timings']['total']:.1f}s"
-                )
-        print()
-        header = f"{'rows':>9} | {'variant':<22} | {'wall s':>8} | {'peak MiB':>9} |"
-        print(f"{header} {'wall ratio':>10} | {'memory ratio':>12}")
-        print("-" * 84)
-        for hand_wall, hand_peak, run_wall, run_peak in rows:
-            for name, wall, peak in (
-                ("hand-written script", hand_wall, hand_peak),
-                ("mlpilot run", run_wall, run_peak),
-            ):
-                print(
-                    f"{args.rows:>9} | {name:<22} | {wall:8.1f} | {peak:9.0f} | "
-                    f"{wall / hand_wall:10.2f} | {peak / hand_peak:12.2f}"
-                )
-        print(
-            "\ngoal: wall-time ratio ≤ 1.10, memory ratio ≤ 1.25 "
-            "(peak memory is the largest process of each variant, ru_maxrss)"
-        )
+            if i == 0:
+                print_same_work(hand_out, run_wall, work, env)
+        print_table(args.rows, rows)
 
 
 if __name__ == "__main__":
