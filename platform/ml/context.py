@@ -114,21 +114,16 @@ def _resource_message(exc: BaseException) -> str:
         soft, _ = resource.getrlimit(resource.RLIMIT_FSIZE)
         limit = f"{soft // 2**20} MiB" if soft != resource.RLIM_INFINITY else "its"
         return f"a file the pipeline wrote passed the {limit} limit (MLPILOT_MAX_FILE_MB)"
-    if isinstance(exc, OSError) and exc.errno == errno.EAGAIN and _at_process_limit():
-        soft, _ = resource.getrlimit(resource.RLIMIT_NPROC)
+    # EAGAIN is a refused fork or thread when a process limit is set
+    nproc, _ = resource.getrlimit(resource.RLIMIT_NPROC)
+    if isinstance(exc, OSError) and exc.errno == errno.EAGAIN and nproc != resource.RLIM_INFINITY:
         return (
             "the pipeline could not start another process or thread: its account may run "
-            f"{soft} at once (MLPILOT_MAX_PROCESSES)"
+            f"{nproc} at once (MLPILOT_MAX_PROCESSES)"
         )
     if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
         return f"the disk is full: {exc.filename or 'a file'} could not be written"
     return ""
-
-
-def _at_process_limit() -> bool:
-    """EAGAIN means the process limit when one is set (a fork or a thread was refused)."""
-    soft, _ = resource.getrlimit(resource.RLIMIT_NPROC)
-    return soft != resource.RLIM_INFINITY
 
 
 class PipelineRun:
