@@ -35,6 +35,8 @@ class DataState:
     #: rows [0, n_train) of X and y are the training part, the rest the test part
     n_train: int | None = None
     raw_example: pd.DataFrame | None = None  # a few raw rows: the logged model's input example
+    #: by the file's row labels: rows equal in every column of the file to an earlier row
+    repeated: pd.Series | None = None
     cleaning: CleaningPlan | None = None
     features: FeaturePlan | None = None
 
@@ -90,6 +92,11 @@ class DataState:
         kept, test = len(self.X), len(self.X) - self.n_train
         if self.n_train < 5 or test < 2:
             raise DataError(f"only {kept} rows are left after cleaning: too few to train and test")
+
+    def repeated_in_file(self) -> np.ndarray:
+        """Which rows of X repeat an earlier row of the file (every column, the target too)."""
+        assert self.X is not None and self.repeated is not None
+        return self.repeated.reindex(self.X.index, fill_value=False).to_numpy()
 
     def drop_columns(self, names: list[str]) -> None:
         assert self.X is not None

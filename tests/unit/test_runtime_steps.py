@@ -81,6 +81,31 @@ def test_missing_target_rows_are_dropped_with_a_note(tmp_path: Path) -> None:
     assert len(run.data.X) == 290 and any("dropped 10 rows" in n for n in run.notes)
 
 
+def test_duplicates_are_whole_rows_of_the_file(tmp_path: Path) -> None:
+    """Titanic: passengers of one class and sex with no age differ only by name, a column
+    that is not a feature; they are different rows. Rows copied whole are removed."""
+    rng = np.random.default_rng(3)
+    n = 200
+    frame = pd.DataFrame(
+        {
+            "Name": [
+                f"{rng.choice(['Smith', 'Kelly', 'Brown'])}, Mr {i} {i * 7 % 13}" for i in range(n)
+            ],
+            "PClass": rng.choice(["1st", "2nd", "3rd"], n),
+            "Sex": rng.choice(["male", "female"], n),
+            "Survived": rng.integers(0, 2, n),
+        }
+    )
+    copied = frame.iloc[:15]
+    path = _csv(tmp_path, pd.concat([frame, copied], ignore_index=True))
+    run = _run(tmp_path, path)
+    steps.load_data(run, path=str(path), target="Survived")
+    assert "Name" not in run.data.X.columns  # free text, not a feature
+    steps.clean_data(run)
+    assert len(run.data.X) == n
+    assert any(note == "removed 15 duplicate rows" for note in run.notes)
+
+
 def test_three_date_formats_duplicate_names_and_chinese_columns_run(tmp_path: Path) -> None:
     rng = np.random.default_rng(1)
     n = 240

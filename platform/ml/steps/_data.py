@@ -22,6 +22,7 @@ from mlpilot.platform.ml.dtypes import (
     detect_schema,
     float32_safe,
     parse_numbers,
+    repeated_rows,
     target_is_identifier,
 )
 from mlpilot.platform.ml.features import plan_cleaning
@@ -57,6 +58,9 @@ def load_data(run: PipelineRun, path: str, target: str | None = None, task: str 
     with run.stage("load"):
         path = str(Path(run.data_path or path).expanduser())
         frame = _read(run, path)
+        # whole rows as the file has them: two passengers of one class and sex with no age
+        # differ by name, whether or not the name becomes a feature
+        repeated = pd.Series(repeated_rows(frame), index=frame.index)
         y_raw, X = _split_target(run, frame, path, target)
         del frame
         run.data.task, y, label_notes = _resolve_task(y_raw, str(target), task)
@@ -65,8 +69,9 @@ def load_data(run: PipelineRun, path: str, target: str | None = None, task: str 
         if len(y) < len(X):  # rows of classes too rare to learn were dropped
             X = X.loc[y.index]
         run.data.target = target
-        X, used = _select_features(run, X)
+        X, used = _select_features(run, X, repeated.reindex(X.index).to_numpy())
         run.data.X, run.data.y, run.data.specs = X, y, used
+        run.data.repeated = repeated
         limit_threads(run, len(X))
         if run.data.task == "classification":
             _record_classes(run, y)
@@ -158,9 +163,11 @@ def _split_target(
     return frame[target], frame.drop(columns=[target])
 
 
-def _select_features(run: PipelineRun, X: pd.DataFrame) -> tuple[pd.DataFrame, list[ColumnSpec]]:
+def _select_features(
+    run: PipelineRun, X: pd.DataFrame, repeated: np.ndarray
+) -> tuple[pd.DataFrame, list[ColumnSpec]]:
     """The usable columns, typed (float32 where exact), with a note for each one left out."""
-    specs = detect_schema(X)
+    specs = detect_schema(X, repeated)
     used = [s for s in specs if s.kind not in EXCLUDED_KINDS]
     for spec in specs:
         if spec.kind in EXCLUDED_KINDS:
@@ -387,10 +394,7 @@ def clean_data(run: PipelineRun, strategy: str = "auto", drop_duplicates: bool =
         before = len(data.X)
         report: dict[str, Any] = {"rows_before": before, "strategy": strategy}
         if drop_duplicates:
-            hashed = pd.util.hash_pandas_object(data.X, index=False) ^ pd.util.hash_pandas_object(
-                data.y, index=False
-            )
-            dup = hashed.duplicated().to_numpy()
+            dup = data.repeated_in_file()
             report["duplicates_removed"] = int(dup.sum())
             if dup.any():
                 data.keep_rows(~dup)
