@@ -27,8 +27,8 @@ import subprocess
 import sys
 import tempfile
 import textwrap
-from statistics import median
 from pathlib import Path
+from statistics import median
 
 BIN = Path(sys.executable).parent
 
