@@ -67,9 +67,16 @@ LOW_COST: dict[str, dict[str, Any]] = {
     "xgb": {"n_estimators": 100, "learning_rate": 0.1, "max_depth": 4},
     "linear": {},
     "rf": {"n_estimators": 50, "max_depth": 12},
+    "et": {"n_estimators": 50, "max_depth": 12},
 }
 #: the parameters that set how long a family trains, and its learning rate, if any
-ROUNDS = {"lgbm": "n_estimators", "xgb": "n_estimators", "hgb": "max_iter", "rf": "n_estimators"}
+ROUNDS = {
+    "lgbm": "n_estimators",
+    "xgb": "n_estimators",
+    "hgb": "max_iter",
+    "rf": "n_estimators",
+    "et": "n_estimators",
+}
 RATE = {"lgbm": "learning_rate", "xgb": "learning_rate", "hgb": "learning_rate"}
 
 
