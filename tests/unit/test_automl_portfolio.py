@@ -1,12 +1,19 @@
 """The AutoML search's portfolio: extra trees among the families, and kept out-of-fold
-output spread over families for the ensemble."""
+output spread over families for the ensemble; more folds on small data."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from mlpilot.platform.ml.hpo import budget as B
-from mlpilot.platform.ml.hpo.objective import KEEP_PER_FAMILY, CVObjective
+from mlpilot.platform.ml.hpo.objective import (
+    CV_FOLDS,
+    KEEP_PER_FAMILY,
+    SMALL_DATA_FOLDS,
+    SMALL_DATA_ROWS,
+    CVObjective,
+    search_folds,
+)
 from mlpilot.platform.ml.hpo.spaces import AUTO_FAMILIES, GPU_AUTO_FAMILIES
 from mlpilot.platform.ml.modeling import PLAN_FAMILIES, TREE_FAMILIES, make_estimator
 
@@ -51,3 +58,10 @@ def test_over_the_total_the_largest_family_gives_way() -> None:
     ):
         objective._keep(number, value, np.zeros(2), family)
     assert set(objective.oof) == {0, 1, 3, 4}  # rf's worst went, not et or hgb (worse still)
+
+
+# -- folds --------------------------------------------------------------------------------------
+def test_small_timed_searches_score_trials_on_more_folds() -> None:
+    assert search_folds(SMALL_DATA_ROWS, timed=True) == SMALL_DATA_FOLDS > CV_FOLDS
+    assert search_folds(SMALL_DATA_ROWS + 1, timed=True) == CV_FOLDS
+    assert search_folds(100, timed=False) == CV_FOLDS  # a trial-count search as before
