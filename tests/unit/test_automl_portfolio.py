@@ -1,10 +1,18 @@
-"""The AutoML search's portfolio: extra trees among the families, and kept out-of-fold
-output spread over families for the ensemble; more folds on small data."""
+"""The AutoML search's portfolio and final model: extra trees among the families, kept
+out-of-fold output spread over families, more folds on small data, and the chosen model
+refitted on every row of the file before it is logged."""
 
 from __future__ import annotations
 
-import numpy as np
+import time
+from pathlib import Path
 
+import numpy as np
+import pandas as pd
+from sklearn.base import clone
+
+from mlpilot.platform.ml import steps
+from mlpilot.platform.ml.context import PipelineRun
 from mlpilot.platform.ml.hpo import budget as B
 from mlpilot.platform.ml.hpo.objective import (
     CV_FOLDS,
@@ -16,6 +24,21 @@ from mlpilot.platform.ml.hpo.objective import (
 )
 from mlpilot.platform.ml.hpo.spaces import AUTO_FAMILIES, GPU_AUTO_FAMILIES
 from mlpilot.platform.ml.modeling import PLAN_FAMILIES, TREE_FAMILIES, make_estimator
+from mlpilot.platform.ml.steps._model import AllRowsRefit
+from mlpilot.tracking.run_logger import NullRunLogger
+
+
+def _run(tmp_path: Path, rows: int = 200) -> PipelineRun:
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=rows)
+    frame = pd.DataFrame({"x": x, "z": rng.normal(size=rows), "y": 3 * x + rng.normal(size=rows)})
+    path = tmp_path / "data.csv"
+    frame.to_csv(path, index=False)
+    run = PipelineRun(
+        plan={}, seed=0, data_path=str(path), run_dir=tmp_path, logger=NullRunLogger()
+    )
+    steps.load_data(run, path=str(path), target="y")
+    return run
 
 
 # -- extra trees --------------------------------------------------------------------------------
@@ -65,3 +88,64 @@ def test_small_timed_searches_score_trials_on_more_folds() -> None:
     assert search_folds(SMALL_DATA_ROWS, timed=True) == SMALL_DATA_FOLDS > CV_FOLDS
     assert search_folds(SMALL_DATA_ROWS + 1, timed=True) == CV_FOLDS
     assert search_folds(100, timed=False) == CV_FOLDS  # a trial-count search as before
+
+
+# -- refit on every row -------------------------------------------------------------------------
+def _fitted(run: PipelineRun) -> object:
+    X, y = run.data.train()
+    pipeline = run.build_pipeline("linear").fit(X, y)
+    run.model.pipeline = pipeline
+    return pipeline
+
+
+def test_the_chosen_model_is_refitted_on_every_row_before_logging(tmp_path: Path) -> None:
+    run = _run(tmp_path)
+    pipeline = _fitted(run)
+    run.deadline = time.time() + 60
+    AllRowsRefit(pipeline, fit_s=0.01)(run)
+    assert run.model.pipeline is not pipeline
+    expected = clone(pipeline).fit(run.data.X, run.data.y)
+    X_test, _ = run.data.test()
+    np.testing.assert_allclose(run.model.pipeline.predict(X_test), expected.predict(X_test))
+    assert not np.allclose(pipeline.predict(X_test), expected.predict(X_test))
+    assert f"refitted on all {len(run.data.y)} rows" in run.notes[-1]
+
+
+def test_a_refit_that_would_pass_the_deadline_is_skipped_with_a_note(tmp_path: Path) -> None:
+    run = _run(tmp_path)
+    pipeline = _fitted(run)
+    run.deadline = time.time() + 3.0
+    AllRowsRefit(pipeline, fit_s=5.0)(run)
+    assert run.model.pipeline is pipeline and "refit on all" in run.notes[-1]
+    assert "skipped" in run.notes[-1]
+
+
+def test_a_logged_or_replaced_model_is_not_refitted(tmp_path: Path) -> None:
+    run = _run(tmp_path)
+    pipeline = _fitted(run)
+    run.model.logged = True
+    AllRowsRefit(pipeline, fit_s=0.01)(run)
+    assert run.model.pipeline is pipeline
+    run.model.logged = False
+    AllRowsRefit(clone(pipeline), fit_s=0.01)(run)  # another model became the run's
+    assert run.model.pipeline is pipeline and not run.notes
+
+
+def test_a_timed_search_refits_before_the_model_is_logged(tmp_path: Path) -> None:
+    run = _run(tmp_path)
+    run.started_at = time.time()
+    steps.optimize_model(run, model="linear", trials=None, timeout_s=7, early_stopping=True)
+    kinds = [
+        type(f).__name__ if isinstance(f, AllRowsRefit) else f.__name__ for f in run._finishers
+    ]
+    assert kinds.index("AllRowsRefit") < kinds.index("_log_final_model")
+    assert run.result.study is not None
+    fitted = run.model.pipeline
+    run._finish()
+    assert run.model.pipeline is not fitted and "refitted on all" in " ".join(run.notes)
+
+
+def test_a_trial_count_search_keeps_its_training_rows_model(tmp_path: Path) -> None:
+    run = _run(tmp_path)
+    steps.optimize_model(run, model="linear", trials=3, timeout_s=None, early_stopping=False)
+    assert not any(isinstance(f, AllRowsRefit) for f in run._finishers)

@@ -51,6 +51,9 @@ PLOTS_RESERVE_S = 10.0
 REFIT_FOLDS = 2.0
 #: and the ensemble's other members about as many again (``ml/ensemble.py``)
 ENSEMBLE_REFITS = 1
+#: then the chosen model refitted on every row of the file, the test rows included
+#: (``steps._model.AllRowsRefit``): about as many fold fits again
+ALL_ROWS_REFIT_FOLDS = 2.0
 #: a family with fewer complete trials than this gets one more at a plateau
 MIN_FAMILY_TRIALS = 3
 #: how far the best configuration is grown: rounds ×2 and learning rate ÷2 each time
@@ -96,7 +99,8 @@ class SearchClock:
 
     def update_reserve(self, best_fit_s: float | None) -> None:
         """The time kept after the search, given the best trial's mean fold fit time."""
-        refit = REFIT_FOLDS * (1 + ENSEMBLE_REFITS) * best_fit_s if best_fit_s else 0.0
+        folds = REFIT_FOLDS + ALL_ROWS_REFIT_FOLDS
+        refit = folds * (1 + ENSEMBLE_REFITS) * best_fit_s if best_fit_s else 0.0
         plots = PLOTS_RESERVE_S if self.plots else 0.0
         self.reserve_s = FINISH_BASE_S + FINISH_SHARE * self.budget_s + refit + plots
 

@@ -70,10 +70,16 @@ def evaluate_model(run: PipelineRun, cv_folds: int = 5) -> None:
         _log_plots(run)
 
 
+def _time_left(run: PipelineRun) -> float | None:
+    """Seconds this step may use: until the deadline, less a pending refit's (None: no budget)."""
+    left = run.time_left()
+    return None if left is None else left - run.model.refit_s
+
+
 def _search_folds_instead(run: PipelineRun, cv_folds: int) -> bool:
     """Under a time budget with no room for ``cv_folds`` more fits: keep the search's own
     out-of-fold scores of the chosen configuration (``cv_<metric>``), with a note."""
-    left, fit_s = run.time_left(), run.model.fit_s
+    left, fit_s = _time_left(run), run.model.fit_s
     folds = (run.result.study or {}).get("best_fold_values")
     if left is None or fit_s is None or not folds:
         return False
@@ -195,7 +201,7 @@ def _auto_method(run: PipelineRun) -> tuple[str, int, int]:
     repeats), unless a time budget has no room for it: then the model's own (impurity)
     importance where it has one, else one repeat on as many rows as fit; with a note.
     Returns the method, the rows and the repeats."""
-    left = run.time_left()
+    left = _time_left(run)
     cost = _permutation_cost(run, PERMUTATION_ROWS, PERMUTATION_REPEATS)
     if left is None or cost is None or cost + IMPORTANCE_RESERVE_S <= left:
         return "permutation", PERMUTATION_ROWS, PERMUTATION_REPEATS
