@@ -35,9 +35,11 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-#: seconds kept for what follows any search: scoring, logging the model to MLflow, the
-#: result, the child's exit and the parent's recording (measured: 2–4 s on 2 cores)
-FINISH_BASE_S = 4.0
+#: seconds kept for what follows any search: scoring, importance, the refit on every row,
+#: logging the model to MLflow, the result, the child's exit and the parent's recording
+#: (measured: 2–4 s on 2 cores; up to twice that while other work loads the machine, when
+#: 4 s left no room for the refit on every row)
+FINISH_BASE_S = 6.0
 #: of which what follows the final model (scoring, cheap importance, logging, recording)
 AFTER_MODEL_S = 2.5
 #: and a share of the budget on top (a busy machine slows all of it down)
