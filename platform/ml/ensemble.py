@@ -30,7 +30,8 @@ logger = logging.getLogger(__name__)
 
 #: greedy rounds (the blend's weights are multiples of 1/rounds)
 ENSEMBLE_ROUNDS = 25
-#: how many of the best trials the blend may draw from
+#: the blend draws from the search's kept trials: twice this many at most, and at most
+#: ``objective.KEEP_PER_FAMILY`` of one family (different models blend better)
 ENSEMBLE_CANDIDATES = 10
 #: the blend must beat the best single trial by more than this (in the metric's units)
 MIN_GAIN = 1e-4
@@ -168,7 +169,7 @@ def build_ensemble(
         return None
     metric, data = str(run.model.main_metric), run.data
     ranked = sorted(search.oof, key=search.values.__getitem__, reverse=search.maximize)
-    pool = {n: search.oof[n] for n in ranked[:ENSEMBLE_CANDIDATES]}
+    pool = {n: search.oof[n] for n in ranked[: 2 * ENSEMBLE_CANDIDATES]}
 
     def score(out: np.ndarray) -> float:
         return metric_value(
@@ -178,7 +179,7 @@ def build_ensemble(
     selection = caruana(pool, score, search.maximize)
     if len(selection.weights) < 2 or selection.gain <= MIN_GAIN:
         run.note(
-            f"ensemble: the best blend of the top {len(pool)} trials ({metric} "
+            f"ensemble: the best blend of {len(pool)} trials ({metric} "
             f"{selection.score:.5g}) does not beat the best single model ({selection.single:.5g}) "
             "on the search's folds: kept the single model"
         )

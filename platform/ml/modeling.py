@@ -15,12 +15,15 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from mlpilot.platform.ml.state import DataState
 
-FAMILIES = ("rf", "xgb", "lgbm", "hgb", "svm", "linear", "knn")
+FAMILIES = ("rf", "xgb", "lgbm", "hgb", "svm", "linear", "knn", "et")
+#: families a plan may name (``tools.builtin.ModelName``); the others (extra trees) are
+#: tried only inside the AutoML search (``hpo.spaces.AUTO_FAMILIES``)
+PLAN_FAMILIES = FAMILIES[:-1]
 #: what a search's weighted ensemble of its best trials is logged as (``ml/ensemble.py``)
 ENSEMBLE_FAMILY = "ensemble"
 #: families that need scaled numeric inputs
 SCALE_SENSITIVE = frozenset({"svm", "linear", "knn"})
-TREE_FAMILIES = frozenset({"rf", "xgb", "lgbm", "hgb"})
+TREE_FAMILIES = frozenset({"rf", "xgb", "lgbm", "hgb", "et"})
 #: what train_model(model="auto") fits: fast, strong, robust to missing values
 AUTO_FAMILY = "hgb"
 #: the same under the GPU engine: HistGradientBoosting has no GPU path, XGBoost does
@@ -35,6 +38,7 @@ LABELS = {
     "svm": "support vector machine",
     "linear": "linear model",
     "knn": "k-nearest neighbours",
+    "et": "extra trees",
 }
 
 
@@ -97,6 +101,13 @@ PARAMS: dict[str, tuple[Param, ...]] = {
         _f("max_features", 0.2, 1.0, limit=(0.01, 1.0)),
         # entropy often wins on imbalanced or many-class targets
         _c("criterion", "gini", "entropy", task="classification"),
+    ),
+    # extremely randomised trees: cheap, and strong on small, noisy sets
+    "et": (
+        _i("n_estimators", 50, 400, log=True, limit=(1, 5000)),
+        _i("max_depth", 3, 30, log=True, limit=(1, 200)),
+        _i("min_samples_leaf", 1, 20, log=True, limit=(1, 10_000)),
+        _f("max_features", 0.2, 1.0, limit=(0.01, 1.0)),
     ),
     "xgb": (
         _i("n_estimators", 100, 800, log=True, limit=(1, 10_000)),
@@ -191,6 +202,8 @@ def make_estimator(
             return RandomForestClassifier(**{**base, **params})
         base["max_features"] = 0.5
         return RandomForestRegressor(**{**base, **params})
+    if family == "et":
+        return _extra_trees(clf, params, seed=seed, n_jobs=n_jobs, imbalanced=imbalanced)
     if family == "xgb":
         from xgboost import XGBClassifier, XGBRegressor
 
@@ -269,6 +282,20 @@ def make_estimator(
         cls = KNeighborsClassifier if clf else KNeighborsRegressor
         return cls(**{**base, **params})
     raise ValueError(f"unknown model family {family!r}; valid: {', '.join(FAMILIES)}")
+
+
+def _extra_trees(
+    clf: bool, params: dict[str, Any], *, seed: int, n_jobs: int, imbalanced: bool
+) -> Any:
+    """Extremely randomised trees (AutoGluon's portfolio has them): mlpilot's defaults."""
+    from sklearn.ensemble import ExtraTreesClassifier, ExtraTreesRegressor
+
+    base: dict[str, Any] = {"n_estimators": 200, "n_jobs": n_jobs, "random_state": seed}
+    if clf:
+        base["class_weight"] = "balanced_subsample" if imbalanced else None
+        return ExtraTreesClassifier(**{**base, **params})
+    base["max_features"] = 0.7
+    return ExtraTreesRegressor(**{**base, **params})
 
 
 def build_pipeline(

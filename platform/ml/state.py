@@ -137,6 +137,9 @@ class ModelState:
     predict_s: float | None = None
     #: seconds fitting it on the training rows took
     fit_s: float | None = None
+    #: seconds kept before the deadline for refitting it on every row before it is logged
+    #: (``steps._model.AllRowsRefit``): the steps in between leave them free
+    refit_s: float = 0.0
 
     @property
     def fitted(self) -> bool:

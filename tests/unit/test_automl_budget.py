@@ -34,8 +34,9 @@ def test_the_search_deadline_keeps_a_reserve_that_grows_with_the_best_fit() -> N
     base = clock.reserve_s
     assert base == pytest.approx(B.FINISH_BASE_S + B.FINISH_SHARE * 60)
     assert clock.search_deadline == pytest.approx(1060.0 - base)
-    clock.update_reserve(5.0)  # the best trial fits a fold in 5 s: its refit needs room
-    assert clock.reserve_s == pytest.approx(base + B.REFIT_FOLDS * (1 + B.ENSEMBLE_REFITS) * 5.0)
+    clock.update_reserve(5.0)  # the best trial fits a fold in 5 s: its refits need room
+    folds = B.REFIT_FOLDS + B.ALL_ROWS_REFIT_FOLDS  # on the training rows, then on all rows
+    assert clock.reserve_s == pytest.approx(base + folds * (1 + B.ENSEMBLE_REFITS) * 5.0)
     now = clock.search_deadline - 3.0
     assert clock.fits(2.9, now) and not clock.fits(3.1, now)
     assert clock.unused_share(now) == pytest.approx(3.0 / 60.0)
@@ -188,6 +189,30 @@ def test_permutation_importance_gives_way_to_native_importance_when_it_does_not_
     run.notes.clear()
     steps.feature_importance(run)
     assert not any("impurity" in n for n in run.notes)
+
+
+def test_an_ensemble_short_of_time_uses_its_tree_members_own_importance(
+    tmp_path: Path,
+) -> None:
+    from mlpilot.platform.ml.ensemble import WeightedEnsemble
+
+    run = _prepared(tmp_path)
+    X, y = run.data.train()
+    members = [run.build_pipeline(f).fit(X, y) for f in ("linear", "rf", "et")]
+    model = WeightedEnsemble(members, [0.5, 0.3, 0.2])
+    model.members_ = members
+    steps.set_model(run, model, "ensemble", {})
+    run.model.predict_s = 10.0  # permutation would take minutes
+    run.deadline = time.time() + 5.0
+    steps.feature_importance(run)
+    assert any("its tree members'" in n for n in run.notes)
+    ranking = {i["feature"]: i["importance"] for i in run.result.importance}
+    assert next(iter(ranking)) == "x" and sum(ranking.values()) == pytest.approx(1.0, abs=1e-5)
+    run.model.pipeline = WeightedEnsemble(members[:1], [1.0])  # linear only: no own importance
+    run.model.pipeline.members_ = members[:1]
+    run.notes.clear()
+    steps.feature_importance(run)
+    assert any("one repeat" in n for n in run.notes)
 
 
 def test_cross_validation_gives_way_to_the_search_folds_when_it_does_not_fit(

@@ -35,9 +35,11 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-#: seconds kept for what follows any search: scoring, logging the model to MLflow, the
-#: result, the child's exit and the parent's recording (measured: 2–4 s on 2 cores)
-FINISH_BASE_S = 4.0
+#: seconds kept for what follows any search: scoring, importance, the refit on every row,
+#: logging the model to MLflow, the result, the child's exit and the parent's recording
+#: (measured: 2–4 s on 2 cores; up to twice that while other work loads the machine, when
+#: 4 s left no room for the refit on every row)
+FINISH_BASE_S = 6.0
 #: of which what follows the final model (scoring, cheap importance, logging, recording)
 AFTER_MODEL_S = 2.5
 #: and a share of the budget on top (a busy machine slows all of it down)
@@ -51,6 +53,9 @@ PLOTS_RESERVE_S = 10.0
 REFIT_FOLDS = 2.0
 #: and the ensemble's other members about as many again (``ml/ensemble.py``)
 ENSEMBLE_REFITS = 1
+#: then the chosen model refitted on every row of the file, the test rows included
+#: (``steps._model.AllRowsRefit``): about as many fold fits again
+ALL_ROWS_REFIT_FOLDS = 2.0
 #: a family with fewer complete trials than this gets one more at a plateau
 MIN_FAMILY_TRIALS = 3
 #: how far the best configuration is grown: rounds ×2 and learning rate ÷2 each time
@@ -67,9 +72,16 @@ LOW_COST: dict[str, dict[str, Any]] = {
     "xgb": {"n_estimators": 100, "learning_rate": 0.1, "max_depth": 4},
     "linear": {},
     "rf": {"n_estimators": 50, "max_depth": 12},
+    "et": {"n_estimators": 50, "max_depth": 12},
 }
 #: the parameters that set how long a family trains, and its learning rate, if any
-ROUNDS = {"lgbm": "n_estimators", "xgb": "n_estimators", "hgb": "max_iter", "rf": "n_estimators"}
+ROUNDS = {
+    "lgbm": "n_estimators",
+    "xgb": "n_estimators",
+    "hgb": "max_iter",
+    "rf": "n_estimators",
+    "et": "n_estimators",
+}
 RATE = {"lgbm": "learning_rate", "xgb": "learning_rate", "hgb": "learning_rate"}
 
 
@@ -89,7 +101,8 @@ class SearchClock:
 
     def update_reserve(self, best_fit_s: float | None) -> None:
         """The time kept after the search, given the best trial's mean fold fit time."""
-        refit = REFIT_FOLDS * (1 + ENSEMBLE_REFITS) * best_fit_s if best_fit_s else 0.0
+        folds = REFIT_FOLDS + ALL_ROWS_REFIT_FOLDS
+        refit = folds * (1 + ENSEMBLE_REFITS) * best_fit_s if best_fit_s else 0.0
         plots = PLOTS_RESERVE_S if self.plots else 0.0
         self.reserve_s = FINISH_BASE_S + FINISH_SHARE * self.budget_s + refit + plots
 

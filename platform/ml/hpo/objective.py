@@ -40,12 +40,19 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 CV_FOLDS = 3
+#: a time-budgeted search on at most this many training rows scores trials on
+#: ``SMALL_DATA_FOLDS`` folds: its fits are cheap, and on few rows three folds rank trials
+#: (and weigh the ensemble) on noise
+SMALL_DATA_ROWS = 2000
+SMALL_DATA_FOLDS = 5
 #: per-fold intermediate values sit above any boosting round, so the two never collide
 FOLD_STEP = 10_000
 FOLD_CACHE_BYTES = 512 * 2**20
 #: under a time budget, a family whose trials failed this often here is skipped (pruned at
 #: once) instead of ending the whole search on a run of failures
 FAMILY_FAILURES = 2
+#: the ensemble's candidates: at most this many kept trials of one family
+KEEP_PER_FAMILY = 3
 
 
 @dataclass
@@ -54,6 +61,11 @@ class Fold:
     y_train: Any
     X_valid: Any
     y_valid: Any
+
+
+def search_folds(rows: int, timed: bool) -> int:
+    """How many folds a search scores each trial on (``CV_FOLDS`` unless small and timed)."""
+    return SMALL_DATA_FOLDS if timed and rows <= SMALL_DATA_ROWS else CV_FOLDS
 
 
 def _nbytes(data: Any) -> int:
@@ -137,6 +149,7 @@ class CVObjective:
         self.keep_oof = keep_oof
         self.oof: dict[int, np.ndarray] = {}
         self.oof_values: dict[int, float] = {}
+        self.oof_families: dict[int, str] = {}
         #: family → trials of it that raised in this process
         self.failures: dict[str, int] = {}
 
@@ -144,6 +157,7 @@ class CVObjective:
         state = dict(self.__dict__)
         state["_folds"], state["_scorer"] = {}, None  # rebuilt where the trials run
         state["oof"], state["oof_values"], state["keep_oof"] = {}, {}, 0  # local trials only
+        state["oof_families"] = {}
         return state
 
     @property
@@ -251,16 +265,27 @@ class CVObjective:
         trial.set_user_attr(vocab.ATTR_FOLD_VALUES, [float(v) for v in values])
         value = float(np.mean(values))
         if oof is not None and oof.ok:
-            self._keep(trial.number, value, oof.values)
+            self._keep(trial.number, value, oof.values, family)
         return value
 
-    def _keep(self, number: int, value: float, output: np.ndarray) -> None:
-        """Keep this trial's out-of-fold output if it is among the best ``keep_oof``."""
+    def _keep(self, number: int, value: float, output: np.ndarray, family: str = "") -> None:
+        """Keep this trial's out-of-fold output if it is among the best ``keep_oof``, with
+        at most ``KEEP_PER_FAMILY`` of one family: the ensemble needs different models,
+        not the best family's near-copies (a long search fills the top with one family)."""
         self.oof[number], self.oof_values[number] = output, value
-        if len(self.oof) > self.keep_oof:
-            maximize = self.metric not in M.LOWER_IS_BETTER
-            worst = (min if maximize else max)(self.oof_values, key=self.oof_values.__getitem__)
-            del self.oof[worst], self.oof_values[worst]
+        self.oof_families[number] = family
+        groups: dict[str, list[int]] = {}
+        for n in self.oof:
+            groups.setdefault(self.oof_families.get(n, ""), []).append(n)
+        if len(groups[family]) > KEEP_PER_FAMILY:
+            pool = groups[family]
+        elif len(self.oof) > self.keep_oof:  # the largest family gives way
+            pool = max(groups.values(), key=len)
+        else:
+            return
+        maximize = self.metric not in M.LOWER_IS_BETTER
+        worst = (min if maximize else max)(pool, key=self.oof_values.__getitem__)
+        del self.oof[worst], self.oof_values[worst], self.oof_families[worst]
 
     def _check_time(self, family: str, fits: list[float]) -> None:
         """Under a time budget, prune a trial whose next fold would end past the search's

@@ -24,7 +24,7 @@ from mlpilot.platform.ml.hpo.early_stopping import (
     EarlyStopping,
 )
 from mlpilot.platform.ml.hpo.monitor import StudyMonitor
-from mlpilot.platform.ml.hpo.objective import CV_FOLDS, CVObjective
+from mlpilot.platform.ml.hpo.objective import CVObjective, search_folds
 from mlpilot.platform.ml.hpo.session import (
     make_pruner,
     make_sampler,
@@ -99,6 +99,7 @@ def optimize(
         pruner=make_pruner(pruning),
         load_if_exists=True,
     )
+    folds = search_folds(int(run.data.n_train or 0), timeout_s is not None)
     spec_from_run(
         run,
         model=model,
@@ -110,13 +111,14 @@ def optimize(
         min_delta=min_delta,
         warmup=warmup,
         pruning=pruning,
-        cv_folds=CV_FOLDS,
+        cv_folds=folds,
     ).save(study)
     clock = _clock(run, timeout_s)
     objective = CVObjective(
         run,
         model=model,
         metric=metric,
+        folds=folds,
         pruning=pruning,
         clock=clock,
         # a time budget ends with the ensemble: keep the best trials' out-of-fold output

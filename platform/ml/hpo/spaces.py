@@ -10,7 +10,7 @@ if TYPE_CHECKING:
     import optuna
 
 #: what model="auto" searches across: fast, strong families that cope with any tabular data
-AUTO_FAMILIES = ("hgb", "rf", "xgb", "lgbm", "linear")
+AUTO_FAMILIES = ("hgb", "rf", "xgb", "lgbm", "linear", "et")
 #: the same when the defaults prefer the GPU: HistGradientBoosting and LightGBM have no GPU path
 GPU_AUTO_FAMILIES = ("rf", "xgb", "linear")
 #: the name of the categorical parameter that picks the family when model="auto"

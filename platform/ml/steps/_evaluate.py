@@ -11,7 +11,7 @@ from mlpilot.platform.ml import metrics as M
 from mlpilot.platform.ml.context import PipelineRun
 from mlpilot.platform.ml.devices import observe_model
 from mlpilot.platform.ml.features import source_columns
-from mlpilot.platform.ml.modeling import LABELS, TREE_FAMILIES
+from mlpilot.platform.ml.modeling import LABELS
 from mlpilot.platform.ml.steps._model import _scores, train_model
 
 PERMUTATION_ROWS = 5000
@@ -70,10 +70,16 @@ def evaluate_model(run: PipelineRun, cv_folds: int = 5) -> None:
         _log_plots(run)
 
 
+def _time_left(run: PipelineRun) -> float | None:
+    """Seconds this step may use: until the deadline, less a pending refit's (None: no budget)."""
+    left = run.time_left()
+    return None if left is None else left - run.model.refit_s
+
+
 def _search_folds_instead(run: PipelineRun, cv_folds: int) -> bool:
     """Under a time budget with no room for ``cv_folds`` more fits: keep the search's own
     out-of-fold scores of the chosen configuration (``cv_<metric>``), with a note."""
-    left, fit_s = run.time_left(), run.model.fit_s
+    left, fit_s = _time_left(run), run.model.fit_s
     folds = (run.result.study or {}).get("best_fold_values")
     if left is None or fit_s is None or not folds:
         return False
@@ -150,7 +156,7 @@ def feature_importance(run: PipelineRun, method: str = "auto", top_k: int = 10) 
         used, rows, repeats = method, PERMUTATION_ROWS, PERMUTATION_REPEATS
         if method == "auto":
             used, rows, repeats = _auto_method(run)
-        if used == "impurity" and run.model.family not in TREE_FAMILIES:
+        if used == "impurity" and not _native_members(run.model.pipeline):
             run.note(
                 f"impurity importance needs a tree model; {LABELS.get(run.model.family, run.model.family)} uses permutation importance"
             )
@@ -195,16 +201,17 @@ def _auto_method(run: PipelineRun) -> tuple[str, int, int]:
     repeats), unless a time budget has no room for it: then the model's own (impurity)
     importance where it has one, else one repeat on as many rows as fit; with a note.
     Returns the method, the rows and the repeats."""
-    left = run.time_left()
+    left = _time_left(run)
     cost = _permutation_cost(run, PERMUTATION_ROWS, PERMUTATION_REPEATS)
     if left is None or cost is None or cost + IMPORTANCE_RESERVE_S <= left:
         return "permutation", PERMUTATION_ROWS, PERMUTATION_REPEATS
     room = max(left - IMPORTANCE_RESERVE_S, 0.0)
-    steps = getattr(run.model.pipeline, "named_steps", {})
-    if "model" in steps and hasattr(steps["model"], "feature_importances_"):
+    native = _native_members(run.model.pipeline)
+    if native:
+        whose = "" if native[0][1] is run.model.pipeline else " (its tree members', by weight)"
         run.note(
             f"importance: permutation would take about {cost:.0f} s and {room:.0f} s of the "
-            "time budget are free: using the model's own (impurity) importance"
+            f"time budget are free: using the model's own (impurity) importance{whose}"
         )
         return "impurity", 0, 0
     rows = PERMUTATION_ROWS
@@ -219,10 +226,37 @@ def _auto_method(run: PipelineRun) -> tuple[str, int, int]:
     return "permutation", rows, 1
 
 
+def _has_native(pipeline: Any) -> bool:
+    steps = getattr(pipeline, "named_steps", {})
+    return "model" in steps and hasattr(steps["model"], "feature_importances_")
+
+
+def _native_members(model: Any) -> list[tuple[float, Any]]:
+    """(weight, pipeline) of the parts of ``model`` with their own importance: the model
+    itself, or the members of a weighted ensemble that have one (tree models)."""
+    members = getattr(model, "members_", None)
+    if members is None:
+        return [(1.0, model)] if _has_native(model) else []
+    weights = list(getattr(model, "weights", None) or [1.0] * len(members))
+    return [(float(w), m) for w, m in zip(weights, members, strict=False) if _has_native(m)]
+
+
 def _impurity(run: PipelineRun) -> dict[str, float]:
-    estimator = run.model.pipeline.named_steps["model"]
+    """The model's own importance in raw column names (an ensemble: its tree members',
+    each normalised, weighted by the member's weight)."""
+    combined: dict[str, float] = {s.name: 0.0 for s in run.data.specs}
+    parts = _native_members(run.model.pipeline)
+    weight_sum = sum(w for w, _ in parts) or 1.0
+    for weight, pipeline in parts:
+        for name, value in _member_impurity(run, pipeline).items():
+            combined[name] = combined.get(name, 0.0) + value * weight / weight_sum
+    return combined
+
+
+def _member_impurity(run: PipelineRun, pipeline: Any) -> dict[str, float]:
+    estimator = pipeline.named_steps["model"]
     values = np.asarray(estimator.feature_importances_, dtype=float)
-    preprocessor = run.model.pipeline.named_steps["features"]
+    preprocessor = pipeline.named_steps["features"]
     names = list(preprocessor.get_feature_names_out())
     mapping = source_columns(preprocessor)
     totals: dict[str, float] = {s.name: 0.0 for s in run.data.specs}
