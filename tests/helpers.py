@@ -212,3 +212,19 @@ def invoke_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.Comp
     return subprocess.CompletedProcess(
         ["mlpilot", *args], result.exit_code, result.stdout, result.stderr
     )
+
+
+def loaded_run(tmp_path: Path, frame: Any, target: str = "y", seed: int = 0) -> Any:
+    """A ``PipelineRun`` (nothing tracked) that has loaded ``frame`` from a CSV in
+    ``tmp_path``: the starting point of step-level unit tests."""
+    from mlpilot.platform.ml import steps
+    from mlpilot.platform.ml.context import PipelineRun
+    from mlpilot.tracking.run_logger import NullRunLogger
+
+    path = tmp_path / "data.csv"
+    frame.to_csv(path, index=False)
+    run = PipelineRun(
+        plan={}, seed=seed, data_path=str(path), run_dir=tmp_path, logger=NullRunLogger()
+    )
+    steps.load_data(run, path=str(path), target=target)
+    return run

@@ -11,6 +11,7 @@ import numpy as np
 import optuna
 import pandas as pd
 import pytest
+from helpers import loaded_run
 
 from mlpilot.platform.errors import MlpilotError
 from mlpilot.platform.ml import protocol, steps
@@ -150,13 +151,7 @@ def _prepared(tmp_path: Path, n: int = 200) -> PipelineRun:
     rng = np.random.default_rng(0)
     x = rng.normal(size=n)
     frame = pd.DataFrame({"x": x, "z": rng.normal(size=n), "y": 2 * x + rng.normal(0, 0.1, n)})
-    path = tmp_path / "data.csv"
-    frame.to_csv(path, index=False)
-    run = PipelineRun(
-        plan={}, seed=42, data_path=str(path), run_dir=tmp_path, logger=NullRunLogger()
-    )
-    steps.load_data(run, path=str(path), target="y")
-    return run
+    return loaded_run(tmp_path, frame, seed=42)
 
 
 def test_a_trial_that_would_pass_the_deadline_is_pruned_after_the_first(tmp_path: Path) -> None:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from helpers import loaded_run
 from sklearn.base import clone
 
 from mlpilot.platform.ml import steps
@@ -25,20 +26,13 @@ from mlpilot.platform.ml.hpo.objective import (
 from mlpilot.platform.ml.hpo.spaces import AUTO_FAMILIES, GPU_AUTO_FAMILIES
 from mlpilot.platform.ml.modeling import PLAN_FAMILIES, TREE_FAMILIES, make_estimator
 from mlpilot.platform.ml.steps._model import AllRowsRefit
-from mlpilot.tracking.run_logger import NullRunLogger
 
 
 def _run(tmp_path: Path, rows: int = 200) -> PipelineRun:
     rng = np.random.default_rng(0)
     x = rng.normal(size=rows)
     frame = pd.DataFrame({"x": x, "z": rng.normal(size=rows), "y": 3 * x + rng.normal(size=rows)})
-    path = tmp_path / "data.csv"
-    frame.to_csv(path, index=False)
-    run = PipelineRun(
-        plan={}, seed=0, data_path=str(path), run_dir=tmp_path, logger=NullRunLogger()
-    )
-    steps.load_data(run, path=str(path), target="y")
-    return run
+    return loaded_run(tmp_path, frame)
 
 
 # -- extra trees --------------------------------------------------------------------------------

@@ -9,9 +9,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from helpers import loaded_run
 
 from mlpilot.platform.ml import metrics as M
-from mlpilot.platform.ml import steps
 from mlpilot.platform.ml.context import PipelineRun
 from mlpilot.platform.ml.ensemble import (
     SearchOutput,
@@ -20,7 +20,6 @@ from mlpilot.platform.ml.ensemble import (
     caruana,
     metric_value,
 )
-from mlpilot.tracking.run_logger import NullRunLogger
 
 
 def _r2(y: np.ndarray):
@@ -70,13 +69,7 @@ def _run(tmp_path: Path, task: str) -> PipelineRun:
     x = rng.normal(size=300)
     label = np.where(x + rng.normal(0, 0.5, 300) > 0, "yes", "no")
     frame = pd.DataFrame({"x": x, "z": rng.normal(size=300), "y": label if task else 2 * x})
-    path = tmp_path / "data.csv"
-    frame.to_csv(path, index=False)
-    run = PipelineRun(
-        plan={}, seed=0, data_path=str(path), run_dir=tmp_path, logger=NullRunLogger()
-    )
-    steps.load_data(run, path=str(path), target="y")
-    return run
+    return loaded_run(tmp_path, frame)
 
 
 def test_the_ensemble_is_a_model_like_any_other(tmp_path: Path) -> None:

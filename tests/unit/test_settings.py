@@ -59,12 +59,18 @@ def test_toml_file_is_read_and_environment_wins(
     assert s.engine == "cpu" and s.experiment == "from-env"
 
 
-def test_a_settings_file_others_can_write_is_not_read(tmp_path: Path) -> None:
+def _settings_file(tmp_path: Path, text: str) -> tuple[Path, Path]:
+    """A home holding an ``mlpilot.toml`` only its owner may write."""
     home = tmp_path / "home"
     home.mkdir()
     toml = home / "mlpilot.toml"
-    toml.write_text('MLPILOT_ENGINE = "cpu"\n')
+    toml.write_text(text)
     toml.chmod(0o644)
+    return home, toml
+
+
+def test_a_settings_file_others_can_write_is_not_read(tmp_path: Path) -> None:
+    home, toml = _settings_file(tmp_path, 'MLPILOT_ENGINE = "cpu"\n')
     assert Settings.from_env({"MLPILOT_HOME": str(home)}).engine == "cpu"
     toml.chmod(0o666)
     with pytest.raises(SettingsError, match="is not read"):
@@ -73,11 +79,7 @@ def test_a_settings_file_others_can_write_is_not_read(tmp_path: Path) -> None:
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="only root can give a file to another account")
 def test_a_settings_file_of_another_account_is_not_read(tmp_path: Path) -> None:
-    home = tmp_path / "home"
-    home.mkdir()
-    toml = home / "mlpilot.toml"
-    toml.write_text('MLPILOT_CHILD_USER = "none"\n')
-    toml.chmod(0o644)
+    home, toml = _settings_file(tmp_path, 'MLPILOT_CHILD_USER = "none"\n')
     os.chown(toml, 65534, 65534)  # nobody: as a pipeline's account would leave it
     with pytest.raises(SettingsError, match="owned by another account"):
         Settings.from_env({"MLPILOT_HOME": str(home)})
