@@ -19,6 +19,10 @@ from mlpilot.platform.ml.dtypes import ColumnSpec
 logger = logging.getLogger(__name__)
 
 LOW_CARDINALITY = 15
+#: categorical columns with at most this many values can go to the learners that split on
+#: categories themselves (``modeling.NATIVE_CATEGORICAL``); HistGradientBoosting takes at
+#: most 255, and more than this overfits on the few rows per category anyway
+NATIVE_MAX_CATEGORIES = 128
 NEAR_EMPTY = 0.95
 SKEW_LIMIT = 1.0
 INDICATOR_MIN_MISSING = 0.01
@@ -47,6 +51,9 @@ class FeaturePlan:
     target_encoded: list[str] = field(default_factory=list)
     ordinal: list[str] = field(default_factory=list)
     dates: list[str] = field(default_factory=list)
+    #: categorical columns a native-categorical learner may take as categories (a search
+    #: chooses between that and the encodings above by validation score)
+    native: list[str] = field(default_factory=list)
     interactions: list[tuple[str, str]] = field(default_factory=list)
     decisions: list[dict[str, Any]] = field(default_factory=list)
 
@@ -168,6 +175,8 @@ def plan_features(
             plan.decisions.append({"column": spec.name, "action": how})
         elif spec.kind == "categorical":
             unique = int(X[spec.name].nunique())
+            if unique <= NATIVE_MAX_CATEGORIES:
+                plan.native.append(spec.name)
             if unique <= LOW_CARDINALITY:
                 plan.one_hot.append(spec.name)
                 plan.decisions.append(
@@ -256,17 +265,24 @@ def build_preprocessor(
     scale: bool,
     task: str,
     seed: int = 42,
+    native: bool = False,
 ) -> Any:
-    """The ColumnTransformer between ``SchemaCoercer`` and the estimator."""
+    """The ColumnTransformer between ``SchemaCoercer`` and the estimator.
+
+    ``native``: the plan's ``native`` columns become category codes, first in the output
+    (``native_categories`` says how many), for a learner that splits on categories itself.
+    """
     from sklearn.compose import ColumnTransformer
     from sklearn.impute import MissingIndicator, SimpleImputer
     from sklearn.pipeline import make_pipeline
-    from sklearn.preprocessing import OneHotEncoder, OrdinalEncoder, StandardScaler
+    from sklearn.preprocessing import StandardScaler
 
     from mlpilot.platform.ml.transformers import DateOrdinal, DatetimeFeatures, InteractionFeatures
 
     dropped = set(cleaning.dropped)
-    parts: list[tuple[str, Any, list[str]]] = []
+    parts, categorical = _categorical_parts(
+        cleaning, features, scale=scale, task=task, seed=seed, native=native
+    )
     numeric = numeric_columns(specs, dropped)
     by_strategy: dict[str, list[str]] = {}
     for name in numeric:
@@ -286,37 +302,7 @@ def build_preprocessor(
         if scale:
             steps.append(StandardScaler())
         parts.append(("dates", make_pipeline(*steps), list(features.dates)))
-
-    def cat_imputer(cols: list[str]) -> Any:
-        if any(cleaning.impute.get(c) == "missing_category" for c in cols):
-            return SimpleImputer(
-                strategy="constant", fill_value="__missing__", keep_empty_features=True
-            )
-        return SimpleImputer(strategy="most_frequent", keep_empty_features=True)
-
-    if features.one_hot:
-        encoder = OneHotEncoder(handle_unknown="ignore", sparse_output=False, dtype=np.float32)
-        parts.append(
-            (
-                "onehot",
-                make_pipeline(cat_imputer(features.one_hot), encoder),
-                list(features.one_hot),
-            )
-        )
-    if features.target_encoded:
-        encoder = _target_encoder(task, seed)
-        steps = [cat_imputer(features.target_encoded), encoder]
-        if scale:
-            steps.append(StandardScaler())
-        parts.append(("target_enc", make_pipeline(*steps), list(features.target_encoded)))
-    if features.ordinal:
-        encoder = OrdinalEncoder(
-            handle_unknown="use_encoded_value", unknown_value=-1, encoded_missing_value=-1
-        )
-        steps = [cat_imputer(features.ordinal), encoder]
-        if scale:  # codes in the hundreds would swamp every other distance or weight
-            steps.append(StandardScaler())
-        parts.append(("ordinal", make_pipeline(*steps), list(features.ordinal)))
+    parts.extend(categorical)
     if features.interactions:
         steps = [InteractionFeatures(pairs=[tuple(p) for p in features.interactions])]
         if scale:
@@ -333,6 +319,65 @@ def build_preprocessor(
     return ColumnTransformer(
         parts, remainder="drop", sparse_threshold=0.0, verbose_feature_names_out=True
     )
+
+
+def native_categories(features: FeaturePlan, native: bool) -> int:
+    """How many leading output columns of ``build_preprocessor(native=native)`` are codes."""
+    return len(features.native) if native else 0
+
+
+def _categorical_parts(
+    cleaning: CleaningPlan,
+    features: FeaturePlan,
+    *,
+    scale: bool,
+    task: str,
+    seed: int,
+    native: bool,
+) -> tuple[list[tuple[str, Any, list[str]]], list[tuple[str, Any, list[str]]]]:
+    """The categorical columns' transformers: the native codes (when asked; they lead the
+    output), and one-hot, target encoding and ordinal codes for the rest."""
+    from sklearn.impute import SimpleImputer
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import OneHotEncoder, OrdinalEncoder, StandardScaler
+
+    def cat_imputer(cols: list[str]) -> Any:
+        if any(cleaning.impute.get(c) == "missing_category" for c in cols):
+            return SimpleImputer(
+                strategy="constant", fill_value="__missing__", keep_empty_features=True
+            )
+        return SimpleImputer(strategy="most_frequent", keep_empty_features=True)
+
+    natives = list(features.native) if native else []
+    taken = set(natives)
+    first: list[tuple[str, Any, list[str]]] = []
+    if natives:
+        # a value the training rows never had is missing to the learner, not a new code
+        codes = OrdinalEncoder(
+            handle_unknown="use_encoded_value", unknown_value=np.nan, encoded_missing_value=np.nan
+        )
+        first.append(("native", make_pipeline(cat_imputer(natives), codes), natives))
+    parts: list[tuple[str, Any, list[str]]] = []
+    one_hot = [c for c in features.one_hot if c not in taken]
+    if one_hot:
+        encoder = OneHotEncoder(handle_unknown="ignore", sparse_output=False, dtype=np.float32)
+        parts.append(("onehot", make_pipeline(cat_imputer(one_hot), encoder), one_hot))
+    target_encoded = [c for c in features.target_encoded if c not in taken]
+    if target_encoded:
+        steps = [cat_imputer(target_encoded), _target_encoder(task, seed)]
+        if scale:
+            steps.append(StandardScaler())
+        parts.append(("target_enc", make_pipeline(*steps), target_encoded))
+    ordinal = [c for c in features.ordinal if c not in taken]
+    if ordinal:
+        encoder = OrdinalEncoder(
+            handle_unknown="use_encoded_value", unknown_value=-1, encoded_missing_value=-1
+        )
+        steps = [cat_imputer(ordinal), encoder]
+        if scale:  # codes in the hundreds would swamp every other distance or weight
+            steps.append(StandardScaler())
+        parts.append(("ordinal", make_pipeline(*steps), ordinal))
+    return first, parts
 
 
 def _target_encoder(task: str, seed: int) -> Any:

@@ -21,6 +21,12 @@ FAMILIES = ("rf", "xgb", "lgbm", "hgb", "svm", "linear", "knn", "et")
 PLAN_FAMILIES = FAMILIES[:-1]
 #: what a search's weighted ensemble of its best trials is logged as (``ml/ensemble.py``)
 ENSEMBLE_FAMILY = "ensemble"
+#: families that split on categories themselves: a search chooses, by validation score,
+#: between that and one-hot/target encoding (``CATEGORICAL_PARAM``)
+NATIVE_CATEGORICAL = frozenset({"hgb", "lgbm", "xgb"})
+#: the parameter of those families that says how categorical columns reach them
+CATEGORICAL_PARAM = "categorical"
+CATEGORICAL_CHOICES = ("encoded", "native")
 #: families that need scaled numeric inputs
 SCALE_SENSITIVE = frozenset({"svm", "linear", "knn"})
 TREE_FAMILIES = frozenset({"rf", "xgb", "lgbm", "hgb", "et"})
@@ -117,6 +123,7 @@ PARAMS: dict[str, tuple[Param, ...]] = {
         _f("colsample_bytree", 0.4, 1.0, limit=(0.05, 1.0)),
         _f("min_child_weight", 0.5, 20, log=True, limit=(0.0, 1000.0)),
         _f("reg_lambda", 1e-3, 10, log=True, limit=(0.0, 1000.0)),
+        _c(CATEGORICAL_PARAM, *CATEGORICAL_CHOICES),
     ),
     "lgbm": (
         _i("n_estimators", 100, 800, log=True, limit=(1, 10_000)),
@@ -126,6 +133,7 @@ PARAMS: dict[str, tuple[Param, ...]] = {
         _f("subsample", 0.5, 1.0, limit=(0.05, 1.0)),
         _f("colsample_bytree", 0.4, 1.0, limit=(0.05, 1.0)),
         _f("reg_lambda", 1e-3, 10, log=True, limit=(0.0, 1000.0)),
+        _c(CATEGORICAL_PARAM, *CATEGORICAL_CHOICES),
     ),
     "hgb": (
         _i("max_iter", 100, 600, log=True, limit=(1, 10_000)),
@@ -133,6 +141,7 @@ PARAMS: dict[str, tuple[Param, ...]] = {
         _i("max_leaf_nodes", 8, 128, log=True, limit=(2, 4096)),
         _i("min_samples_leaf", 5, 100, log=True, limit=(1, 10_000)),
         _f("l2_regularization", 1e-4, 10, log=True, limit=(0.0, 1000.0)),
+        _c(CATEGORICAL_PARAM, *CATEGORICAL_CHOICES),
     ),
     "svm": (
         _f("C", 1e-2, 1e3, log=True, limit=(1e-6, 1e6)),
@@ -175,13 +184,15 @@ def make_estimator(
     n_classes: int = 2,
     n_jobs: int = -1,
     prefer: str = "cpu",
+    native: bool = False,
 ) -> Any:
     """A fresh estimator of ``family`` for ``task`` with mlpilot's defaults, overridden by ``params``.
 
     ``n_jobs`` is the thread count of the families that take one (-1: every core);
     ``device`` is where XGBoost trains. ``prefer="gpu"`` picks defaults cuML accelerates
     (cuml.accel falls back to the CPU for ``class_weight="balanced_subsample"`` forests and,
-    before 25.12, for distance-weighted neighbours).
+    before 25.12, for distance-weighted neighbours). ``native``: its inputs carry pandas
+    categories (``transformers.CategoryColumns``) that XGBoost must be told to read.
     """
     family = resolve_family(family, prefer)
     gpu = prefer == "gpu"
@@ -218,6 +229,8 @@ def make_estimator(
             "random_state": seed,
             "n_jobs": n_jobs,
         }
+        if native:
+            base["enable_categorical"] = True
         if clf:
             from mlpilot.platform.ml.transformers import LabelEncodedClassifier
 
@@ -308,25 +321,34 @@ def build_pipeline(
     n_jobs: int = -1,
     prefer: str | None = None,
 ) -> Any:
-    """SchemaCoercer → preprocessing → estimator: the whole model that gets logged.
+    """SchemaCoercer → preprocessing → estimator: the whole model that gets logged (with
+    ``CategoryColumns`` before the estimator when ``params`` ask for native categories).
 
     ``prefer`` (default: the engine) chooses the defaults; XGBoost trains where ``engine`` is.
     """
     from sklearn.pipeline import Pipeline
 
-    from mlpilot.platform.ml.features import build_preprocessor
-    from mlpilot.platform.ml.transformers import SchemaCoercer
+    from mlpilot.platform.ml.features import build_preprocessor, native_categories
+    from mlpilot.platform.ml.transformers import CategoryColumns, SchemaCoercer
 
     prefer = prefer or engine
     family = resolve_family(family, prefer)
     task = str(data.task)
+    params = dict(params or {})
+    features = data.feature_plan(seed)
+    native = (
+        params.pop(CATEGORICAL_PARAM, "encoded") == "native"
+        and family in NATIVE_CATEGORICAL
+        and bool(features.native)
+    )
     preprocessor = build_preprocessor(
         data.specs,
         data.cleaning_plan(),
-        data.feature_plan(seed),
+        features,
         scale=family in SCALE_SENSITIVE,
         task=task,
         seed=seed,
+        native=native,
     )
     estimator = make_estimator(
         family,
@@ -338,11 +360,12 @@ def build_pipeline(
         n_classes=data.n_classes,
         n_jobs=n_jobs,
         prefer=prefer,
+        native=native,
     )
-    return Pipeline(
-        [
-            ("coerce", SchemaCoercer([s.to_dict() for s in data.specs])),
-            ("features", preprocessor),
-            ("model", estimator),
-        ]
-    )
+    steps: list[tuple[str, Any]] = [
+        ("coerce", SchemaCoercer([s.to_dict() for s in data.specs])),
+        ("features", preprocessor),
+    ]
+    if native:
+        steps.append(("categories", CategoryColumns(native_categories(features, native))))
+    return Pipeline([*steps, ("model", estimator)])

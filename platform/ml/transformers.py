@@ -165,6 +165,42 @@ class InteractionFeatures(TransformerMixin, BaseEstimator):
         return np.array([f"{a}*{b}" for a, b in self.pairs or []], dtype=object)
 
 
+class CategoryColumns(TransformerMixin, BaseEstimator):
+    """The first ``n`` columns (category codes) as pandas categories, the rest as numbers.
+
+    LightGBM and HistGradientBoosting take categories from the dtype, XGBoost with
+    ``enable_categorical``: each then splits on sets of categories instead of on one-hot
+    columns or target means. The categories are fixed at fit, so every later frame codes
+    them alike; a code the training rows never had becomes missing.
+    """
+
+    def __init__(self, n: int = 0) -> None:
+        self.n = n
+
+    def fit(self, X: Any, y: Any = None) -> CategoryColumns:
+        X = np.asarray(X, dtype=float)
+        self.n_features_in_ = X.shape[1]
+        self.categories_ = [np.unique(X[:, j][~np.isnan(X[:, j])]) for j in range(self.n)]
+        return self
+
+    def transform(self, X: Any) -> pd.DataFrame:
+        X = np.asarray(X, dtype=float)
+        frame = pd.DataFrame(X, columns=[f"f{j}" for j in range(X.shape[1])])
+        for j, categories in enumerate(self.categories_):
+            frame[f"f{j}"] = _categorical(X[:, j], categories)
+        return frame
+
+
+def _categorical(values: np.ndarray, categories: np.ndarray) -> pd.Categorical:
+    """Codes as a categorical with whole-number categories (XGBoost refuses float ones)."""
+    if len(categories) == 0:
+        codes = np.full(len(values), -1)
+    else:
+        where = np.clip(np.searchsorted(categories, values), 0, len(categories) - 1)
+        codes = np.where(categories[where] == values, where, -1)  # NaN never matches
+    return pd.Categorical.from_codes(codes, categories=categories.astype(np.int64))
+
+
 class LabelEncodedClassifier(ClassifierMixin, BaseEstimator):
     """Wraps a classifier that needs labels 0..k-1 (XGBoost) and returns the original labels."""
 

@@ -130,6 +130,10 @@ class CVObjective:
         self.model = model
         self.metric = metric
         self.pruning = pruning
+        # how categorical columns reach LightGBM, XGBoost and HistGradientBoosting (one-hot
+        # and target encoding, or their own category splits) is searched like any parameter;
+        # the GPU path keeps the encodings (its native categories are not exercised yet)
+        self.categorical = bool(run.data.feature_plan(run.seed).native) and run.prefer == "cpu"
         self.n_classes = len(run.data.classes) if run.data.classes is not None else 0
         self.sign = -1.0 if metric in M.LOWER_IS_BETTER else 1.0  # scorers maximise
         if run.data.task == "classification":
@@ -138,7 +142,8 @@ class CVObjective:
         else:
             splitter = KFold(n_splits=folds, shuffle=True, random_state=run.seed)
         self.splits = list(splitter.split(self.X, self.y))
-        self._folds: dict[bool, list[Fold]] = {}
+        #: (scaled, native categories) → the transformed folds
+        self._folds: dict[tuple[bool, bool], list[Fold]] = {}
         self._scorer: Any = None
         #: the search's deadline under a time budget: a trial that would pass it is pruned
         self.clock = clock
@@ -174,9 +179,11 @@ class CVObjective:
         return self._scorer
 
     def folds(self, pipeline: Any, scale: bool) -> list[Fold]:
-        """The transformed folds for families that do (or do not) need scaled inputs."""
-        if scale in self._folds:
-            return self._folds[scale]
+        """The transformed folds for families that do (or do not) need scaled inputs, with
+        or without native categories (the pipeline's ``categories`` step)."""
+        key = (scale, "categories" in pipeline.named_steps)
+        if key in self._folds:
+            return self._folds[key]
         from sklearn.base import clone
 
         folds = []
@@ -193,7 +200,7 @@ class CVObjective:
             )
         size = sum(_nbytes(f.X_train) + _nbytes(f.X_valid) for f in folds)
         if size <= FOLD_CACHE_BYTES:
-            self._folds[scale] = folds
+            self._folds[key] = folds
         return folds
 
     def _check_engine(self, trial: optuna.Trial) -> None:
@@ -213,7 +220,9 @@ class CVObjective:
 
         claim(trial)
         self._check_engine(trial)
-        family, params = sample(trial, self.model, str(self.data.task), self.build["prefer"])
+        family, params = sample(
+            trial, self.model, str(self.data.task), self.build["prefer"], self.categorical
+        )
         if self.clock is not None and self.failures.get(family, 0) >= FAMILY_FAILURES:
             raise optuna.TrialPruned(f"{family} failed {self.failures[family]} times: skipped")
         try:

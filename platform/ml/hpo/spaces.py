@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from mlpilot.platform.ml.modeling import params_of
+from mlpilot.platform.ml.modeling import CATEGORICAL_PARAM, params_of
 
 if TYPE_CHECKING:
     import optuna
@@ -51,18 +51,23 @@ class FamilyTrial:
 
 
 def sample(
-    trial: optuna.Trial, model: str, task: str, prefer: str = "cpu"
+    trial: optuna.Trial, model: str, task: str, prefer: str = "cpu", categorical: bool = False
 ) -> tuple[str, dict[str, Any]]:
-    """The family and estimator parameters of one trial."""
+    """The family and estimator parameters of one trial (``categorical``: the data has
+    columns a learner could take as categories, so how they are encoded is searched too)."""
     family = suggest_family(trial, model, prefer)
     space: Any = FamilyTrial(trial, family) if model == "auto" else trial
-    return family, suggest_params(space, family, task)
+    return family, suggest_params(space, family, task, categorical=categorical)
 
 
-def suggest_params(trial: optuna.Trial, family: str, task: str) -> dict[str, Any]:
+def suggest_params(
+    trial: optuna.Trial, family: str, task: str, *, categorical: bool = False
+) -> dict[str, Any]:
     """The search space of one model family for ``task`` (``modeling.PARAMS``), sampled."""
     params: dict[str, Any] = {}
     for param in params_of(family, task):
+        if param.name == CATEGORICAL_PARAM and not categorical:
+            continue  # without categorical columns the choice changes nothing
         if param.kind == "choice":
             params[param.name] = trial.suggest_categorical(param.name, list(param.choices))
         elif param.kind == "int":

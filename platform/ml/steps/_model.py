@@ -12,7 +12,12 @@ from mlpilot.platform.ml import metrics as M
 from mlpilot.platform.ml.context import PipelineRun
 from mlpilot.platform.ml.devices import observe_model
 from mlpilot.platform.ml.features import plan_features
-from mlpilot.platform.ml.modeling import ENSEMBLE_FAMILY, LABELS, resolve_family
+from mlpilot.platform.ml.modeling import (
+    CATEGORICAL_PARAM,
+    ENSEMBLE_FAMILY,
+    LABELS,
+    resolve_family,
+)
 from mlpilot.platform.ml.steps._outputs import log_model
 from mlpilot.tracking import vocab
 
@@ -153,6 +158,7 @@ def optimize_model(
         pipeline.fit(X_train, y_train)
         fit_s = time.perf_counter() - started
         observe_model(pipeline)
+        _note_categorical(run, family, params)
         chosen = _ensemble(run, pipeline)
         if chosen is not None:
             pipeline, family, params = chosen
@@ -164,6 +170,27 @@ def optimize_model(
         run.model.refit_s = refit.cost(run) if timeout_s is not None else 0.0
         _log_search_cv(run)
     score_on_test(run)
+
+
+def _note_categorical(run: PipelineRun, family: str, params: dict[str, Any]) -> None:
+    """Say how the search's best configuration takes the categorical columns, when that
+    was one of the searched choices."""
+    how = params.get(CATEGORICAL_PARAM)
+    columns = run.data.feature_plan(run.seed).native
+    if how is None or not columns:
+        return
+    names = ", ".join(columns[:5]) + (f" and {len(columns) - 5} more" if len(columns) > 5 else "")
+    label = LABELS.get(family, family)
+    if how == "native":
+        run.note(
+            f"categorical columns ({names}): the best {label} splits on their categories "
+            "itself, which scored better in the search than one-hot and target encoding"
+        )
+    else:
+        run.note(
+            f"categorical columns ({names}): the best {label} takes them one-hot or target "
+            "encoded, which scored better in the search than its own category splits"
+        )
 
 
 #: refitting on every row costs this many times the fit on the training rows (more rows,
