@@ -150,6 +150,10 @@ ATTR_ENGINE = "mlpilot.engine"
 ATTR_FIT_S = "mlpilot.fit_s"
 #: a trial's score on each fold, in the metric's natural direction (its out-of-fold scores)
 ATTR_FOLD_VALUES = "mlpilot.fold_values"
+#: a worker's trial's out-of-fold output, encoded (``hpo.oof_store``), for the ensemble
+ATTR_OOF = "mlpilot.oof"
+#: the fingerprint of the folds that output was scored on (``hpo.oof_store.fingerprint``)
+ATTR_OOF_FOLDS = "mlpilot.oof_folds"
 #: why a time-budgeted search moved on at a plateau instead of stopping (study attribute)
 ATTR_MOVES = "mlpilot.moves"
 

@@ -100,7 +100,8 @@ def metric_value(
 
 @dataclass
 class SearchOutput:
-    """What the search leaves for the ensemble: its best trials' out-of-fold output."""
+    """What the search leaves for the ensemble: its best trials' out-of-fold output (the
+    run's own trials, and those workers stored in the study: ``hpo.oof_store``)."""
 
     oof: dict[int, np.ndarray]
     values: dict[int, float]

@@ -9,6 +9,10 @@ Pruning: after each fold but the last the running mean is reported at step
 ``FOLD_STEP + fold``; XGBoost and LightGBM also report their validation score every few
 boosting rounds of the first fold (``boosting``). The object pickles without its caches,
 so Dask can ship it to workers.
+
+Out-of-fold output, for the ensemble: the parent keeps its best trials' in memory
+(``keep_oof``); where trials run in another process (``mlpilot worker``, or a pickled copy
+on Dask) ``share_oof`` stores a good trial's output in the study instead (``oof_store``).
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ import numpy as np
 from mlpilot.platform.errors import MlpilotError
 from mlpilot.platform.ml import metrics as M
 from mlpilot.platform.ml.devices import observe_model, process_engine
-from mlpilot.platform.ml.hpo import boosting
+from mlpilot.platform.ml.hpo import boosting, oof_store
 from mlpilot.platform.ml.hpo.spaces import sample
 from mlpilot.platform.ml.hpo.storage import claim
 from mlpilot.platform.ml.modeling import SCALE_SENSITIVE, build_pipeline
@@ -114,6 +118,7 @@ class CVObjective:
         pruning: bool = True,
         clock: SearchClock | None = None,
         keep_oof: int = 0,
+        share_oof: bool = False,
     ) -> None:
         from sklearn.model_selection import KFold, StratifiedKFold
 
@@ -150,11 +155,16 @@ class CVObjective:
         #: family → measured mean fold fit seconds of this process's trials
         self.fit_times: dict[str, list[float]] = {}
         #: the out-of-fold output (probabilities, or predictions) of this process's best
-        #: ``keep_oof`` complete trials, by trial number: what the ensemble blends
+        #: ``keep_oof`` complete trials, by trial number (after the search, workers' stored
+        #: ones pass the same rules: ``optimize._join_shared``): what the ensemble blends
         self.keep_oof = keep_oof
         self.oof: dict[int, np.ndarray] = {}
         self.oof_values: dict[int, float] = {}
         self.oof_families: dict[int, str] = {}
+        #: store a good trial's output in the study (``oof_store``): set where the trials'
+        #: process is not the one that blends them (``mlpilot worker``, a Dask worker)
+        self.share_oof = share_oof
+        self._oof_folds: str | None = None
         #: family → trials of it that raised in this process
         self.failures: dict[str, int] = {}
 
@@ -163,6 +173,8 @@ class CVObjective:
         state["_folds"], state["_scorer"] = {}, None  # rebuilt where the trials run
         state["oof"], state["oof_values"], state["keep_oof"] = {}, {}, 0  # local trials only
         state["oof_families"] = {}
+        # a copy on a Dask worker cannot hand its output back: the study's storage carries it
+        state["share_oof"] = self.share_oof or self.keep_oof > 0
         return state
 
     @property
@@ -249,7 +261,7 @@ class CVObjective:
         )
         values: list[float] = []
         fits: list[float] = []
-        oof = OutOfFold(len(self.y), self.n_classes) if self.keep_oof else None
+        oof = OutOfFold(len(self.y), self.n_classes) if self.keep_oof or self.share_oof else None
         for k, fold in enumerate(folds):
             self._check_time(family, fits)
             started = time.perf_counter()
@@ -274,8 +286,31 @@ class CVObjective:
         trial.set_user_attr(vocab.ATTR_FOLD_VALUES, [float(v) for v in values])
         value = float(np.mean(values))
         if oof is not None and oof.ok:
-            self._keep(trial.number, value, oof.values, family)
+            self._keep_or_share(trial, value, oof.values, family)
         return value
+
+    @property
+    def oof_folds(self) -> str:
+        """The fingerprint of this objective's folds (``oof_store.fingerprint``)."""
+        if self._oof_folds is None:
+            self._oof_folds = oof_store.fingerprint(self.y, self.splits, self.data.classes)
+        return self._oof_folds
+
+    def _keep_or_share(
+        self, trial: optuna.Trial, value: float, output: np.ndarray, family: str
+    ) -> None:
+        if self.keep_oof:
+            self._keep(trial.number, value, output, family)
+        if self.share_oof:
+            oof_store.share(
+                trial,
+                output,
+                value,
+                family,
+                folds=self.oof_folds,
+                maximize=self.metric not in M.LOWER_IS_BETTER,
+                per_family=KEEP_PER_FAMILY,
+            )
 
     def _keep(self, number: int, value: float, output: np.ndarray, family: str = "") -> None:
         """Keep this trial's out-of-fold output if it is among the best ``keep_oof``, with

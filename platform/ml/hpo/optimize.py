@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import logging
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mlpilot.platform.errors import MlpilotError
 from mlpilot.platform.ml import metrics as M
 from mlpilot.platform.ml.ensemble import ENSEMBLE_CANDIDATES, SearchOutput
+from mlpilot.platform.ml.hpo import oof_store
 from mlpilot.platform.ml.hpo import summary as S
 from mlpilot.platform.ml.hpo.budget import (
     PLOTS_MIN_BUDGET_S,
@@ -212,7 +214,7 @@ def _conclude(
         )
     best_trial = study.best_trial
     summary["best_fold_values"] = best_trial.user_attrs.get(vocab.ATTR_FOLD_VALUES)
-    run.search = _search_output(study, objective, model, best_trial.number)
+    run.search = _search_output(study, objective, model, best_trial.number, note=run.note)
     if reason == "failures":
         run.note("the study stopped early: its last trials all failed (see logs/stderr.txt)")
     if plots and clock is not None and not clock.plots:
@@ -227,9 +229,16 @@ def _conclude(
 
 
 def _search_output(
-    study: Any, objective: CVObjective, model: str, best_number: int
+    study: Any,
+    objective: CVObjective,
+    model: str,
+    best_number: int,
+    note: Callable[[str], None] | None = None,
 ) -> SearchOutput | None:
     """The best trials' out-of-fold output and configurations, for the ensemble."""
+    joined = _join_shared(study, objective, model)
+    if joined and note is not None:
+        note(f"ensemble candidates include {joined} trials run by workers")
     if len(objective.oof) < 2:
         return None
     trials = {t.number: t for t in study.get_trials(deepcopy=False)}
@@ -248,6 +257,22 @@ def _search_output(
         maximize=objective.metric not in M.LOWER_IS_BETTER,
         best_number=best_number,
     )
+
+
+def _join_shared(study: Any, objective: CVObjective, model: str) -> int:
+    """Pass the output other processes stored in the study (``oof_store``) through the
+    objective's own candidate rules; how many of those trials are candidates now."""
+    if not objective.keep_oof:  # no ensemble: nothing to read
+        return 0
+    rows = len(objective.y)
+    shape = (rows, objective.n_classes) if objective.n_classes else (rows,)
+    theirs = set()
+    for number, value, output, family in oof_store.shared_candidates(
+        study, objective.oof_folds, set(objective.oof), model, shape
+    ):
+        objective._keep(number, value, output, family)
+        theirs.add(number)
+    return len(theirs & set(objective.oof))
 
 
 def _clock(run: PipelineRun, timeout_s: float | None) -> SearchClock | None:

@@ -5,6 +5,8 @@ the runtime library, rebuilds the same objective, and runs trials until the stud
 used, early stopping ends it, ``--trials`` of its own are done, or the time is up. Trial
 numbers come from the storage, so workers never share one. Trials are logged as nested runs
 of the study's MLflow parent run when that tracking server is reachable, else only to Optuna.
+In a time-budgeted study a worker stores its best trials' out-of-fold output in the study
+(``oof_store``), so they can join the parent's ensemble.
 """
 
 from __future__ import annotations
@@ -124,7 +126,14 @@ def run_worker(
         run = rebuild_run(spec, run_dir=Path(tmp), data_path=data_path, engine=engine)
         report.notes.extend(run.notes)
         objective = CVObjective(
-            run, model=spec.model, metric=spec.metric, folds=spec.cv_folds, pruning=spec.pruning
+            run,
+            model=spec.model,
+            metric=spec.metric,
+            folds=spec.cv_folds,
+            pruning=spec.pruning,
+            # a time-budgeted study ends in the parent's ensemble: its good trials' output
+            # reaches the parent through the study's storage
+            share_oof=spec.timeout_s is not None,
         )
     parent = _parent_logger(spec, settings, track, report)
     logger = TrialLogger.for_parent(parent, study_name) if parent is not None else None
