@@ -112,3 +112,17 @@ def test_category_columns_fix_categories_at_fit() -> None:
     assert list(frame["f0"].cat.categories) == [0.0, 2.0]
     assert frame["f0"].isna().tolist() == [False, True]  # a code never seen is missing
     assert frame["f1"].dtype == float
+
+
+def test_a_plan_may_set_the_encoding_and_nothing_else_for_it() -> None:
+    from mlpilot.platform.errors import PlanError
+    from mlpilot.platform.plan import Plan
+    from mlpilot.platform.plan.params import check_params
+
+    def plan(value: object) -> Plan:
+        args = {"model": "lgbm", "params": {CATEGORICAL_PARAM: value}}
+        return Plan.from_dict({"steps": [{"tool": "train_model", "args": args}]})
+
+    check_params(plan("native"), "regression")
+    with pytest.raises(PlanError, match="choose one of"):
+        check_params(plan("one-hot"), "regression")
