@@ -180,8 +180,9 @@ class PlateauMoves:
     def next(self, study: optuna.Study) -> str | None:
         """Queue the next move and describe it; None when nothing is left to try."""
         complete, ranked = self._ranked(study)
+        finished = sum(t.state.is_finished() for t in study.get_trials(deepcopy=False))
         move = (
-            self._larger_sample(study, ranked, len(complete))
+            self._larger_sample(study, ranked, finished)
             or self._next_family(study, complete)
             or self._grow(study, ranked)
             or self._focus(study, ranked)
@@ -197,11 +198,12 @@ class PlateauMoves:
         state = sampling.SampleState.of(study.user_attrs)
         if state is None or not state.sampled:
             return None
-        complete, ranked = self._ranked(study)
+        _, ranked = self._ranked(study)
         size = sampling.time_target(state, [t for _, t in ranked], left_s)
         if size is None:
             return None
-        return self._resample(study, state, ranked, size, len(complete), sampling.WHY_TIME)
+        finished = sum(t.state.is_finished() for t in study.get_trials(deepcopy=False))
+        return self._resample(study, state, ranked, size, finished, sampling.WHY_TIME)
 
     def _ranked(self, study: optuna.Study) -> tuple[list[Any], list[tuple[str, Any]]]:
         """The complete trials, and each family's best of them, the best family first."""

@@ -238,6 +238,7 @@ class CVObjective:
             folds, sampling.trial_rows(trial), self.build["seed"], self.n_classes > 0
         )
         folds = sampled.folds
+        trial.set_user_attr(vocab.ATTR_TRAIN_ROWS, sampled.rows)  # pruned trials too
         estimator = pipeline.steps[-1][1]
         booster_metric = (
             boosting.booster_metric(family, self.metric, self.n_classes)
@@ -268,7 +269,6 @@ class CVObjective:
         fit_s = float(np.mean(fits))
         self.fit_times.setdefault(family, []).append(fit_s / sampled.share)
         trial.set_user_attr(vocab.ATTR_FIT_S, round(fit_s, 4))
-        trial.set_user_attr(vocab.ATTR_TRAIN_ROWS, sampled.rows)
         trial.set_user_attr(vocab.ATTR_FOLD_VALUES, [float(v) for v in values])
         value = float(np.mean(values))
         if oof is not None and oof.ok:
