@@ -148,6 +148,11 @@ ATTR_EARLY_STOPPED = "mlpilot.early_stopped"
 ATTR_ENGINE = "mlpilot.engine"
 #: a trial's mean seconds to fit one fold (what refitting its configuration will cost)
 ATTR_FIT_S = "mlpilot.fit_s"
+#: the rows of each training fold a trial fitted on (fewer than all on a cheap-first sample)
+ATTR_TRAIN_ROWS = "mlpilot.train_rows"
+#: a time-budgeted search's sample of each training fold and how it grew (study attribute;
+#: ``ml/hpo/sampling.py``)
+ATTR_SAMPLE = "mlpilot.sample"
 #: a trial's score on each fold, in the metric's natural direction (its out-of-fold scores)
 ATTR_FOLD_VALUES = "mlpilot.fold_values"
 #: a worker's trial's out-of-fold output, encoded (``hpo.oof_store``), for the ensemble

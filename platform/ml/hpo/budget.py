@@ -8,14 +8,22 @@ importance, logging the model, the parent's recording). The reserve grows with t
 trial's measured fit time, so a slow winner leaves itself the time to be refitted.
 
 With a time budget a plateau is not the end (``PlateauMoves``): the search moves on — to a
+larger sample of the training rows while trials still fit on a sample (below), then to a
 model family that has had few trials, then to the best configuration grown (more boosting
 rounds or trees at a smaller learning rate), then each family's best grown the same way,
 then more trials inside the best families — and stops early only when nothing of that is
 left, saying so. A trial-count budget keeps plain early stopping.
 
-Cheap first (``LOW_COST``): a fresh budgeted search starts with one small, fast
-configuration per family (FLAML's low-cost initial points), so even a short budget ends
-with a sound model and an early measure of what each family costs.
+Cheap first, in configurations and in rows, as FLAML's cost-frugal search: a fresh budgeted
+search starts with one small, fast configuration per family (``LOW_COST``, FLAML's
+low-cost initial points), and on more than ``sampling.SAMPLE_MIN_ROWS`` training rows its
+trials fit on a sample of 10,000 rows of each training fold (validated on the whole fold).
+The sample grows ×4 up to every row at a plateau, or once the time left is down to about
+twice what re-running the best families' best configurations at the larger size costs
+(``PlateauMoves.on_trial``; the rule and its reasons are in ``sampling``): a short budget
+ends with a sound model, and the search does not end on small samples while full-size
+trials of the best family still fit. Times measured on a sample are scaled to every row
+wherever they size later work (``best_fit_s``, the reserve for the final refit).
 """
 
 from __future__ import annotations
@@ -26,6 +34,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from mlpilot.platform.ml.hpo import sampling
 from mlpilot.platform.ml.hpo.spaces import FAMILY_PARAM, model_params
 from mlpilot.platform.ml.modeling import LABELS, params_of
 from mlpilot.tracking import vocab
@@ -128,13 +137,13 @@ class SearchClock:
 
 
 def best_fit_s(study: optuna.Study) -> float | None:
-    """The best complete trial's mean fold fit time, if measured."""
+    """The best complete trial's mean fold fit time, if measured, scaled to every row of a
+    fold when it fitted on a cheap-first sample (the final refit fits on every row)."""
     try:
         best = study.best_trial
     except ValueError:  # no complete trial yet
         return None
-    value = best.user_attrs.get(vocab.ATTR_FIT_S)
-    return float(value) if value is not None else None
+    return sampling.full_fit_s(best, study.user_attrs)
 
 
 def enqueue_low_cost(study: optuna.Study, families: tuple[str, ...], model: str) -> int:
@@ -170,14 +179,11 @@ class PlateauMoves:
 
     def next(self, study: optuna.Study) -> str | None:
         """Queue the next move and describe it; None when nothing is left to try."""
-        complete = [
-            t
-            for t in study.get_trials(deepcopy=False)
-            if t.state.name == "COMPLETE" and t.value is not None
-        ]
-        ranked = _family_bests(complete, self.model, study.direction.name == "MAXIMIZE")
+        complete, ranked = self._ranked(study)
+        finished = sum(t.state.is_finished() for t in study.get_trials(deepcopy=False))
         move = (
-            self._next_family(study, complete)
+            self._larger_sample(study, ranked, finished)
+            or self._next_family(study, complete)
             or self._grow(study, ranked)
             or self._focus(study, ranked)
         )
@@ -185,6 +191,57 @@ class PlateauMoves:
             self.done.append(move)
             study.set_user_attr(vocab.ATTR_MOVES, list(self.done))
         return move
+
+    def on_trial(self, study: optuna.Study, left_s: float) -> str | None:
+        """After each trial: grow the study's sample when the time rule says so
+        (``sampling.time_target``) and describe it; else None."""
+        state = sampling.SampleState.of(study.user_attrs)
+        if state is None or not state.sampled:
+            return None
+        _, ranked = self._ranked(study)
+        size = sampling.time_target(state, [t for _, t in ranked], left_s)
+        if size is None:
+            return None
+        finished = sum(t.state.is_finished() for t in study.get_trials(deepcopy=False))
+        return self._resample(study, state, ranked, size, finished, sampling.WHY_TIME)
+
+    def _ranked(self, study: optuna.Study) -> tuple[list[Any], list[tuple[str, Any]]]:
+        """The complete trials, and each family's best of them, the best family first."""
+        complete = [
+            t
+            for t in study.get_trials(deepcopy=False)
+            if t.state.name == "COMPLETE" and t.value is not None
+        ]
+        return complete, _family_bests(complete, self.model, study.direction.name == "MAXIMIZE")
+
+    def _larger_sample(
+        self, study: optuna.Study, ranked: list[tuple[str, Any]], finished: int
+    ) -> str | None:
+        """At a plateau on a sample: the next sample size (what the small one could tell
+        has been told; more rows are what most often helps next)."""
+        state = sampling.SampleState.of(study.user_attrs)
+        if state is None or not state.sampled:
+            return None
+        size = state.larger()[0]
+        return self._resample(study, state, ranked, size, finished, sampling.WHY_PLATEAU)
+
+    def _resample(
+        self,
+        study: optuna.Study,
+        state: sampling.SampleState,
+        ranked: list[tuple[str, Any]],
+        rows: int,
+        finished: int,
+        why: str,
+    ) -> str:
+        """Move the study to ``rows`` rows of each fold and re-queue the best families' best
+        configurations there: the search's best is soon measured on rows like the final fit's."""
+        sampling.grow(study, state, rows, finished, why)
+        for family, best in ranked[: sampling.GROW_FAMILIES]:
+            params = _prefixed(family, model_params(best.params), self.model)
+            study.enqueue_trial(params, skip_if_exists=False)
+        size = "every row" if rows >= state.full else f"{rows:,} rows"
+        return f"a larger sample: {size} of each training fold"
 
     def _next_family(self, study: optuna.Study, complete: list[Any]) -> str | None:
         if self.model != "auto":

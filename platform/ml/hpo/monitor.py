@@ -162,6 +162,8 @@ class StudyMonitor:
             study.stop()
         if self.clock is not None:
             self.clock.update_reserve(best_fit_s(study))
+            if self.moves is not None:  # a cheap-first sample grows while full trials fit
+                self.moves.on_trial(study, self.clock.search_left())
             if self.clock.search_left() <= 0:
                 self.stop_reason = self.stop_reason or "deadline"
                 study.stop()

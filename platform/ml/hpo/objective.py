@@ -29,7 +29,7 @@ import numpy as np
 from mlpilot.platform.errors import MlpilotError
 from mlpilot.platform.ml import metrics as M
 from mlpilot.platform.ml.devices import observe_model, process_engine
-from mlpilot.platform.ml.hpo import boosting, oof_store
+from mlpilot.platform.ml.hpo import boosting, oof_store, sampling
 from mlpilot.platform.ml.hpo.spaces import sample
 from mlpilot.platform.ml.hpo.storage import claim
 from mlpilot.platform.ml.modeling import SCALE_SENSITIVE, build_pipeline
@@ -152,7 +152,8 @@ class CVObjective:
         self._scorer: Any = None
         #: the search's deadline under a time budget: a trial that would pass it is pruned
         self.clock = clock
-        #: family → measured mean fold fit seconds of this process's trials
+        #: family → mean fold fit seconds of this process's trials, scaled to every row of
+        #: a fold (a trial on a cheap-first sample measured fewer: ``sampling``)
         self.fit_times: dict[str, list[float]] = {}
         #: the out-of-fold output (probabilities, or predictions) of this process's best
         #: ``keep_oof`` complete trials, by trial number (after the search, workers' stored
@@ -253,6 +254,12 @@ class CVObjective:
 
         pipeline = build_pipeline(self.data, family, params, **self.build)
         folds = self.folds(pipeline, family in SCALE_SENSITIVE)
+        # cheap first on many rows: fit on the study's sample, validate on the whole fold
+        sampled = sampling.sample_folds(
+            folds, sampling.trial_rows(trial), self.build["seed"], self.n_classes > 0
+        )
+        folds = sampled.folds
+        trial.set_user_attr(vocab.ATTR_TRAIN_ROWS, sampled.rows)  # pruned trials too
         estimator = pipeline.steps[-1][1]
         booster_metric = (
             boosting.booster_metric(family, self.metric, self.n_classes)
@@ -263,7 +270,7 @@ class CVObjective:
         fits: list[float] = []
         oof = OutOfFold(len(self.y), self.n_classes) if self.keep_oof or self.share_oof else None
         for k, fold in enumerate(folds):
-            self._check_time(family, fits)
+            self._check_time(family, fits, sampled.share)
             started = time.perf_counter()
             if k == 0 and booster_metric:
                 fitted = boosting.fit_with_pruning(estimator, fold, trial, family, booster_metric)
@@ -281,7 +288,7 @@ class CVObjective:
                 if trial.should_prune():
                     raise optuna.TrialPruned(f"pruned after fold {k + 1} of {len(folds)}")
         fit_s = float(np.mean(fits))
-        self.fit_times.setdefault(family, []).append(fit_s)
+        self.fit_times.setdefault(family, []).append(fit_s / sampled.share)
         trial.set_user_attr(vocab.ATTR_FIT_S, round(fit_s, 4))
         trial.set_user_attr(vocab.ATTR_FOLD_VALUES, [float(v) for v in values])
         value = float(np.mean(values))
@@ -331,9 +338,10 @@ class CVObjective:
         worst = (min if maximize else max)(pool, key=self.oof_values.__getitem__)
         del self.oof[worst], self.oof_values[worst], self.oof_families[worst]
 
-    def _check_time(self, family: str, fits: list[float]) -> None:
+    def _check_time(self, family: str, fits: list[float], share: float = 1.0) -> None:
         """Under a time budget, prune a trial whose next fold would end past the search's
-        deadline (estimated from its own folds so far, else its family's earlier trials).
+        deadline (estimated from its own folds so far, else its family's earlier trials
+        scaled to the ``share`` of each fold's rows this trial fits on).
         Until this process has a complete trial, nothing is pruned for time: the search
         must end with a model."""
         import optuna
@@ -341,7 +349,7 @@ class CVObjective:
         if self.clock is None or not self.fit_times:
             return
         seen = self.fit_times.get(family)
-        estimate = fits[-1] if fits else (statistics.median(seen) if seen else 0.0)
+        estimate = fits[-1] if fits else (statistics.median(seen) * share if seen else 0.0)
         if not self.clock.fits(estimate):
             raise optuna.TrialPruned(
                 f"out of time: the next fold needs about {estimate:.1f} s, "

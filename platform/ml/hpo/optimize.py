@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from mlpilot.platform.errors import MlpilotError
 from mlpilot.platform.ml import metrics as M
 from mlpilot.platform.ml.ensemble import ENSEMBLE_CANDIDATES, SearchOutput
-from mlpilot.platform.ml.hpo import oof_store
+from mlpilot.platform.ml.hpo import oof_store, sampling
 from mlpilot.platform.ml.hpo import summary as S
 from mlpilot.platform.ml.hpo.budget import (
     PLOTS_MIN_BUDGET_S,
@@ -126,6 +126,14 @@ def optimize(
         # a time budget ends with the ensemble: keep the best trials' out-of-fold output
         keep_oof=2 * ENSEMBLE_CANDIDATES if clock is not None else 0,
     )
+    # cheap first in rows: a large set's trials begin on a sample (time budgets only)
+    sampling.start(
+        study,
+        train=len(objective.y),
+        full=max(len(train) for train, _ in objective.splits),
+        folds=len(objective.splits),
+        enabled=clock is not None and trials is None,
+    )
     logger = TrialLogger.for_parent(run.logger, name)
     stopper = (
         EarlyStopping(patience=patience, min_delta=min_delta, warmup=warmup)
@@ -217,6 +225,9 @@ def _conclude(
     run.search = _search_output(study, objective, model, best_trial.number, note=run.note)
     if reason == "failures":
         run.note("the study stopped early: its last trials all failed (see logs/stderr.txt)")
+    sample = sampling.SampleState.of(study.user_attrs)
+    if sample is not None and clock is not None:
+        run.note(sample.describe())
     if plots and clock is not None and not clock.plots:
         plots = False
         run.note(
@@ -242,11 +253,13 @@ def _search_output(
     if len(objective.oof) < 2:
         return None
     trials = {t.number: t for t in study.get_trials(deepcopy=False)}
+    attrs = study.user_attrs
     configs, fit_s = {}, {}
     for number in objective.oof:
         params = trials[number].params
         configs[number] = (str(params.get(FAMILY_PARAM, model)), model_params(params))
-        fit_s[number] = float(trials[number].user_attrs.get(vocab.ATTR_FIT_S) or 0.0)
+        # members are refitted on every row: a trial on a sample measured a smaller fit
+        fit_s[number] = sampling.full_fit_s(trials[number], attrs) or 0.0
     return SearchOutput(
         oof=dict(objective.oof),
         values=dict(objective.oof_values),
