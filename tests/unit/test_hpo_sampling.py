@@ -37,7 +37,7 @@ def _frame(rows: int) -> pd.DataFrame:
 # -- when ---------------------------------------------------------------------------------------
 def test_only_a_large_fresh_time_budgeted_study_starts_on_a_sample() -> None:
     study = optuna.create_study()
-    state = S.start(study, train=37_591, full=25_061, folds=3, enabled=True)
+    state = S.start(study, train=150_000, full=100_000, folds=3, enabled=True)
     assert state is not None and state.rows == S.FIRST_SAMPLE_ROWS and state.sampled
     assert S.SampleState.of(study.user_attrs) == state  # study state: workers read it
     for train in (10_000, S.SAMPLE_MIN_ROWS):  # sets of ~10k rows keep every row
@@ -45,14 +45,14 @@ def test_only_a_large_fresh_time_budgeted_study_starts_on_a_sample() -> None:
         assert S.start(small, train=train, full=train * 2 // 3, folds=3, enabled=True) is None
         assert vocab.ATTR_SAMPLE not in small.user_attrs
     counted = optuna.create_study()  # a trial-count budget (or none): every row
-    assert S.start(counted, train=37_591, full=25_061, folds=3, enabled=False) is None
+    assert S.start(counted, train=150_000, full=100_000, folds=3, enabled=False) is None
     assert vocab.ATTR_SAMPLE not in counted.user_attrs
     resumed = optuna.create_study()
     resumed.optimize(lambda t: 1.0, n_trials=1)  # began on every row before
-    assert S.start(resumed, train=37_591, full=25_061, folds=3, enabled=True) is None
+    assert S.start(resumed, train=150_000, full=100_000, folds=3, enabled=True) is None
     # a sampled study resumed with a trial count goes back to every row
-    assert S.start(study, train=37_591, full=25_061, folds=3, enabled=False) is None
-    assert S.SampleState.of(study.user_attrs).rows == 25_061
+    assert S.start(study, train=150_000, full=100_000, folds=3, enabled=False) is None
+    assert S.SampleState.of(study.user_attrs).rows == 100_000
 
 
 def test_the_sample_grows_by_four_up_to_every_row() -> None:
