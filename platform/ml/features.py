@@ -270,7 +270,7 @@ def build_preprocessor(
     """The ColumnTransformer between ``SchemaCoercer`` and the estimator.
 
     ``native``: the plan's ``native`` columns become category codes, first in the output
-    (``native_categories`` says how many), for a learner that splits on categories itself.
+    (as many as the plan's ``native`` columns), for a learner that splits on categories itself.
     """
     from sklearn.compose import ColumnTransformer
     from sklearn.impute import MissingIndicator, SimpleImputer
@@ -319,11 +319,6 @@ def build_preprocessor(
     return ColumnTransformer(
         parts, remainder="drop", sparse_threshold=0.0, verbose_feature_names_out=True
     )
-
-
-def native_categories(features: FeaturePlan, native: bool) -> int:
-    """How many leading output columns of ``build_preprocessor(native=native)`` are codes."""
-    return len(features.native) if native else 0
 
 
 def _categorical_parts(

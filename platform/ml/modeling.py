@@ -328,7 +328,7 @@ def build_pipeline(
     """
     from sklearn.pipeline import Pipeline
 
-    from mlpilot.platform.ml.features import build_preprocessor, native_categories
+    from mlpilot.platform.ml.features import build_preprocessor
     from mlpilot.platform.ml.transformers import CategoryColumns, SchemaCoercer
 
     prefer = prefer or engine
@@ -367,5 +367,5 @@ def build_pipeline(
         ("features", preprocessor),
     ]
     if native:
-        steps.append(("categories", CategoryColumns(native_categories(features, native))))
+        steps.append(("categories", CategoryColumns(len(features.native))))
     return Pipeline([*steps, ("model", estimator)])

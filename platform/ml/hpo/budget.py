@@ -179,8 +179,9 @@ class PlateauMoves:
 
     def next(self, study: optuna.Study) -> str | None:
         """Queue the next move and describe it; None when nothing is left to try."""
-        complete, ranked = self._ranked(study)
-        finished = sum(t.state.is_finished() for t in study.get_trials(deepcopy=False))
+        trials = study.get_trials(deepcopy=False)
+        complete, ranked = self._ranked(study, trials)
+        finished = sum(t.state.is_finished() for t in trials)
         move = (
             self._larger_sample(study, ranked, finished)
             or self._next_family(study, complete)
@@ -198,20 +199,19 @@ class PlateauMoves:
         state = sampling.SampleState.of(study.user_attrs)
         if state is None or not state.sampled:
             return None
-        _, ranked = self._ranked(study)
+        trials = study.get_trials(deepcopy=False)
+        _, ranked = self._ranked(study, trials)
         size = sampling.time_target(state, [t for _, t in ranked], left_s)
         if size is None:
             return None
-        finished = sum(t.state.is_finished() for t in study.get_trials(deepcopy=False))
+        finished = sum(t.state.is_finished() for t in trials)
         return self._resample(study, state, ranked, size, finished, sampling.WHY_TIME)
 
-    def _ranked(self, study: optuna.Study) -> tuple[list[Any], list[tuple[str, Any]]]:
-        """The complete trials, and each family's best of them, the best family first."""
-        complete = [
-            t
-            for t in study.get_trials(deepcopy=False)
-            if t.state.name == "COMPLETE" and t.value is not None
-        ]
+    def _ranked(
+        self, study: optuna.Study, trials: list[Any]
+    ) -> tuple[list[Any], list[tuple[str, Any]]]:
+        """The complete ``trials``, and each family's best of them, the best family first."""
+        complete = [t for t in trials if t.state.name == "COMPLETE" and t.value is not None]
         return complete, _family_bests(complete, self.model, study.direction.name == "MAXIMIZE")
 
     def _larger_sample(
