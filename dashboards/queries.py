@@ -27,6 +27,8 @@ MAX_TRIAL_POINTS = 2000
 #: lines in a parallel-coordinates plot: more only blur it and slow the browser down
 MAX_PARALLEL_LINES = 200
 STUDY_CACHE_S = 30.0
+#: the most the dashboard reads of a run folder's pipeline.py
+PIPELINE_MAX_BYTES = 4 * 2**20
 
 
 def configure(settings: Settings | None = None) -> None:
@@ -229,9 +231,18 @@ def cancel_run(run_id: str) -> str:
 def _pipeline_source(doc: dict[str, Any]) -> str | None:
     from pathlib import Path
 
+    from mlpilot.tracking.runfolder import RunFolder, UnsafeFile
+
     path = doc.get("pipeline_path")
-    if path and Path(path).is_file():
-        return Path(path).read_text(encoding="utf-8", errors="replace")
+    if path:
+        try:  # through the folder's handle: a link planted in the run folder is not followed
+            with RunFolder(Path(path).parent) as folder:
+                text = folder.read_text(Path(path).name, PIPELINE_MAX_BYTES)
+        except UnsafeFile as exc:
+            logger.debug("pipeline.py not read from its run folder: %s", exc)
+            text = None
+        if text is not None:
+            return text
     try:
         local = client().download_artifacts(doc["_id"], "pipeline.py")
         return Path(local).read_text(encoding="utf-8", errors="replace")

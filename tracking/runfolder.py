@@ -13,6 +13,7 @@ the folder: absolute paths and ``..`` are refused.
 from __future__ import annotations
 
 import contextlib
+import errno
 import logging
 import os
 import secrets
@@ -41,7 +42,7 @@ class RunFolder:
     def __init__(self, path: Path | str) -> None:
         self.path = Path(path)
         try:
-            self.fd = os.open(self.path, _DIR_FLAGS)
+            self.fd = _open_folder(self.path)
         except OSError as exc:
             raise UnsafeFile(f"the run folder {self.path} cannot be opened safely: {exc}") from exc
 
@@ -176,6 +177,36 @@ class RunFolder:
             os.close(fd)
 
     # -- writing ------------------------------------------------------------------------------
+    def create(self, name: str, mode: int = 0o644) -> int:
+        """A new, empty file of the parent's to write (the caller closes the descriptor).
+
+        Whatever stood at ``name`` is removed first (a link goes, never its target); the
+        file is then created exclusively, so nothing planted meanwhile is written through.
+        """
+        parts = self._parts(name)
+        folder = self._parent_fd(parts, create=True)
+        try:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(parts[-1], dir_fd=folder)
+            return os.open(parts[-1], _NEW_FLAGS, mode, dir_fd=folder)
+        except OSError as exc:
+            raise UnsafeFile(f"{name} in the run folder cannot be created: {exc}") from exc
+        finally:
+            os.close(folder)
+
+    def rename(self, name: str, new_name: str) -> bool:
+        """Rename an entry inside the folder (a link is renamed, not followed); False if absent."""
+        old_parts, new_parts = self._parts(name), self._parts(new_name)
+        source, target = self._parent_fd(old_parts), self._parent_fd(new_parts)
+        try:
+            os.rename(old_parts[-1], new_parts[-1], src_dir_fd=source, dst_dir_fd=target)
+        except FileNotFoundError:
+            return False
+        finally:
+            os.close(source)
+            os.close(target)
+        return True
+
     def write_new(self, name: str, data: bytes | str, mode: int = 0o644) -> None:
         """Create ``name`` with ``data``, atomically: written under a fresh name, renamed in.
 
@@ -212,3 +243,21 @@ class RunFolder:
             logger.debug("%s is a folder: left", name)
         finally:
             os.close(folder)
+
+
+def _open_folder(path: Path) -> int:
+    """The folder itself, never through a link; except the sibling-name link mlpilot makes
+    itself (``runs/<run id>`` → ``<its folder>``, see ``agent.launching.link_run_dir``)."""
+    try:
+        return os.open(path, _DIR_FLAGS)
+    except OSError as exc:
+        if exc.errno != errno.ELOOP:
+            raise
+        target = os.readlink(path)
+        if "/" in target or target in ("", ".", ".."):
+            raise
+        parent = os.open(path.parent, _DIR_FLAGS & ~os.O_NOFOLLOW)
+        try:
+            return os.open(target, _DIR_FLAGS, dir_fd=parent)
+        finally:
+            os.close(parent)

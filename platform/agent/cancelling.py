@@ -20,6 +20,7 @@ from mlpilot.platform.ml.protocol import CANCEL_FILE
 from mlpilot.tracking import vocab
 from mlpilot.tracking.metadata import new_event, open_store, utcnow
 from mlpilot.tracking.owner import owner_state
+from mlpilot.tracking.runfolder import RunFolder, UnsafeFile
 from mlpilot.tracking.vocab import RunState
 
 logger = logging.getLogger(__name__)
@@ -55,8 +56,7 @@ def cancel_run(settings: Settings, ref: str, *, wait_s: float = 30.0) -> CancelR
             RunState.CANCELLED.value,
             f"run {run_id} CANCELLED (its process {pid} had ended)",
         )
-    folder = Path(doc.get("run_dir") or settings.runs_dir / run_id)
-    (folder / CANCEL_FILE).write_text(utcnow().isoformat(), encoding="utf-8")
+    request_cancel(Path(doc.get("run_dir") or settings.runs_dir / run_id))
     status = _wait_for_end(store, run_id, wait_s)
     if status in vocab.TERMINAL_STATES:
         return CancelReport(run_id, status, f"run {run_id} {status}")
@@ -66,6 +66,20 @@ def cancel_run(settings: Settings, ref: str, *, wait_s: float = 30.0) -> CancelR
         status,
         f"cancel requested for run {run_id}: its process on {where} stops it at its next check",
     )
+
+
+def request_cancel(run_dir: Path) -> None:
+    """Write the cancel file through the folder's handle: created under a fresh name and
+    renamed in, so a link the pipeline planted at that name is replaced, never followed
+    (no file of the parent's appears wherever it pointed)."""
+    try:
+        with RunFolder(run_dir) as folder:
+            folder.write_new(CANCEL_FILE, utcnow().isoformat())
+    except UnsafeFile as exc:
+        raise MlpilotError(
+            f"the cancel request could not be written: {exc.message}",
+            hint="mlpilot doctor --repair ends runs whose process is gone",
+        ) from None
 
 
 def _wait_for_end(store: Any, run_id: str, wait_s: float) -> str:

@@ -13,8 +13,10 @@ An engine comparison launches once its run exists: its GPU leg logs into a neste
 from __future__ import annotations
 
 import logging
+import os
 import secrets
 import shutil
+import stat
 import threading
 from datetime import datetime
 from pathlib import Path
@@ -24,12 +26,16 @@ from mlpilot.platform.agent.preparing import PreparedRun
 from mlpilot.platform.agent.services import EventHandler, Leg, PipelineExecutor
 from mlpilot.platform.errors import MlpilotError
 from mlpilot.platform.ml.protocol import ENV_RUN_STARTED_AT, SCRIPT_FILE
+from mlpilot.tracking.runfolder import RunFolder
 
 if TYPE_CHECKING:
     from mlpilot.platform.agent.tracked_run import TrackedRun
     from mlpilot.platform.execution import EngineChoice, LegResult
 
 logger = logging.getLogger(__name__)
+
+#: the generated script: read-only to everyone, the parent's own
+SCRIPT_MODE = 0o444
 
 
 def launch(
@@ -59,9 +65,11 @@ def launch(
 
 
 def _write_script(run_dir: Path, source: str) -> Path:
-    script = run_dir / SCRIPT_FILE
-    script.write_text(source, encoding="utf-8")
-    return script
+    """``pipeline.py``, the parent's own and read-only: in a sticky run folder the pipeline
+    can neither change it nor put another in its place (rerunning it reruns this code)."""
+    with RunFolder(run_dir) as folder:
+        folder.write_new(SCRIPT_FILE, source, mode=SCRIPT_MODE)
+    return run_dir / SCRIPT_FILE
 
 
 def _start_leg(
@@ -124,7 +132,18 @@ class Comparison:
 def new_run_dir(runs_dir: Path) -> Path:
     """A run folder for a pipeline whose MLflow run does not exist yet."""
     path = runs_dir / f"{datetime.now():%Y%m%d-%H%M%S}-{secrets.token_hex(3)}"
-    path.mkdir(parents=True)
+    return make_run_dir(path, exist_ok=False)
+
+
+def make_run_dir(path: Path, *, exist_ok: bool = True) -> Path:
+    """A run folder whose top level the pipeline cannot rearrange: sticky, so the files
+    the parent puts there (``pipeline.py``, the captured output, the run id, the cancel
+    request) can be neither removed nor renamed by the pipeline, which may still create
+    and replace its own (DESIGN §8)."""
+    path.mkdir(parents=True, exist_ok=exist_ok)
+    info = os.stat(path, follow_symlinks=False)
+    if stat.S_ISDIR(info.st_mode) and not info.st_mode & stat.S_ISVTX:
+        os.chmod(path, stat.S_IMODE(info.st_mode) | stat.S_ISVTX, follow_symlinks=False)
     return path
 
 

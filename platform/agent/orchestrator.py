@@ -263,8 +263,7 @@ class Orchestrator:
         if early is not None:
             run_dir = launching.link_run_dir(early.run_dir, run_id)
         else:
-            run_dir = self.settings.runs_dir / run_id
-            run_dir.mkdir(parents=True, exist_ok=True)
+            run_dir = launching.make_run_dir(self.settings.runs_dir / run_id)
         outcome = RunOutcome(
             status=RunState.RUNNING.value,
             session_id=session.id,
@@ -359,7 +358,8 @@ class Orchestrator:
     def _log_launch(self, run: TrackedRun, prepared: PreparedRun) -> None:
         from mlpilot.tracking.mlflow_store import engine_tags
 
-        run.tracker.log_file(run.run_dir / SCRIPT_FILE)
+        # the text the parent generated, not the run folder's file (never trusted)
+        run.tracker.log_text(prepared.source or "", SCRIPT_FILE)
         if prepared.engine is not None:
             choice = prepared.engine
             run.tracker.set_tags(engine_tags(choice.requested, choice.used, choice.reason))

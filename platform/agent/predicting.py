@@ -72,7 +72,9 @@ def predict_file(
     if not leg.ok:
         failure = leg.failure()
         raise MlpilotError(str(failure.get("message") or "prediction failed"))
-    return _deliver(run_dir / protocol.PREDICTIONS_FILE, out, int(leg.result.predictions["rows"]))
+    # no file can be larger than the child's file-size limit: the same cap for reading it
+    limit = int(settings.max_file_mb * 2**20)
+    return _deliver(run_dir, out, int(leg.result.predictions["rows"]), limit)
 
 
 def _local_copy(folder: str, run_dir: Path, trust_local: bool) -> str:
@@ -91,10 +93,24 @@ def _local_copy(folder: str, run_dir: Path, trust_local: bool) -> str:
     return str(copy)
 
 
-def _deliver(predictions: Path, out: str | None, rows: int) -> tuple[str, int]:
-    if out:
-        Path(out).expanduser().parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(predictions, Path(out).expanduser())
-        return out, rows
-    sys.stdout.write(predictions.read_text(encoding="utf-8"))
-    return "-", rows
+def _deliver(run_dir: Path, out: str | None, rows: int, limit: int) -> tuple[str, int]:
+    """The job's predictions to ``out`` or stdout, read without following links (the job
+    could have left a link to a file only root may read)."""
+    from mlpilot.platform.ml.protocol import PREDICTIONS_FILE
+    from mlpilot.tracking.runfolder import RunFolder, UnsafeFile
+
+    try:
+        with RunFolder(run_dir) as folder:
+            if out:
+                Path(out).expanduser().parent.mkdir(parents=True, exist_ok=True)
+                found = folder.copy_out(PREDICTIONS_FILE, Path(out).expanduser(), limit)
+            else:
+                text = folder.read_text(PREDICTIONS_FILE, limit)
+                found = text is not None
+    except UnsafeFile as exc:
+        raise MlpilotError(f"the predictions are not delivered: {exc.message}") from None
+    if not found:
+        raise MlpilotError(f"the prediction job wrote no {PREDICTIONS_FILE}")
+    if not out:
+        sys.stdout.write(text or "")
+    return out or "-", rows

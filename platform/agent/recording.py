@@ -16,10 +16,7 @@ from mlpilot.tracking import vocab
 def record_result(leg: Any, logger: Any, store: Any, outcome: RunOutcome, run_id: str) -> None:
     """RECORDING: the child's result into the outcome, MLflow (logs, timings) and MongoDB."""
     result: PipelineResult = leg.result or PipelineResult(status=protocol.FAILED)
-    for name in (protocol.STDOUT_FILE, protocol.STDERR_FILE):
-        path = leg.run_dir / name
-        if path.exists():
-            logger.log_file(path, "logs")
+    log_output(leg, logger)
     outcome.metrics.update(result.metrics)
     outcome.timings.update(result.timings)
     outcome.model_uri = result.model_uri
@@ -57,6 +54,16 @@ def record_result(leg: Any, logger: Any, store: Any, outcome: RunOutcome, run_id
                 vocab.TAG_METRIC: outcome.main_metric or "",
             }
         )
+
+
+def log_output(leg: Any, logger: Any) -> None:
+    """``logs/stdout.txt`` and ``logs/stderr.txt`` from what the parent captured from the
+    child's pipes, never from the run folder's files (the pipeline can swap them for links)."""
+    child = getattr(leg, "child", None)
+    if child is None:
+        return
+    for name, data in ((protocol.STDOUT_FILE, child.stdout), (protocol.STDERR_FILE, child.stderr)):
+        logger.log_text(data.decode("utf-8", errors="replace"), f"logs/{name}")
 
 
 def _record_containment(leg: Any, logger: Any, fields: dict[str, Any]) -> None:

@@ -39,6 +39,7 @@ from mlpilot.platform.execution.sandbox import (
 )
 from mlpilot.platform.ml import protocol
 from mlpilot.platform.ml.protocol import PipelineEvent, PipelineResult, ProtocolError
+from mlpilot.tracking.runfolder import RunFolder, UnsafeFile
 
 logger = logging.getLogger(__name__)
 
@@ -106,7 +107,7 @@ class LegResult:
                 "and the pipeline was stopped",
                 "stage": "running",
             }
-        tail = _tail(child.stderr_path)
+        tail = _tail(child.stderr)
         if child.returncode == FAILED_TO_CONTAIN:
             return {"type": "ContainmentError", "message": tail, "stage": "running"}
         how = (
@@ -122,36 +123,76 @@ class LegResult:
         }
 
 
-def _tail(path: Path | None, lines: int = 1) -> str:
-    if path is None or not path.exists():
-        return ""
-    text = path.read_text(encoding="utf-8", errors="replace").strip().splitlines()
+def _tail(captured: bytes, lines: int = 1) -> str:
+    """The last lines of what the parent captured from the child's pipe (never a file of
+    the run folder, which the pipeline could have swapped for a link)."""
+    text = captured.decode("utf-8", errors="replace").strip().splitlines()
     return " ".join(text[-lines:])[-300:]
 
 
-class EventTail:
-    """Reads new lines of a run's events.jsonl as the child appends them."""
+#: the most one poll reads of events.jsonl (the rest waits for the next poll)
+EVENTS_CHUNK_BYTES = 1 << 20
 
-    def __init__(self, path: Path, handler: EventHandler | None) -> None:
-        self.path = path
+
+class EventTail:
+    """Reads new lines of a run's events.jsonl as the child appends them.
+
+    The file is opened once, without following links and only when it is a regular file,
+    and read from that descriptor: a pipeline that swaps the name for a link or a FIFO
+    afterwards changes nothing the parent reads. At most ``EVENTS_MAX_BYTES`` are read.
+    """
+
+    def __init__(self, folder: RunFolder, handler: EventHandler | None) -> None:
+        self.folder = folder
         self.handler = handler
         self.offset = 0
+        self._fd: int | None = None
+        self._refused = False
 
     def __call__(self) -> None:
-        if self.handler is None or not self.path.exists():
+        if self.handler is None or self._refused or not self._open():
             return
-        with self.path.open("rb") as fh:
-            fh.seek(self.offset)
-            data = fh.read()
+        while (data := self._read()) is not None:
+            events, skipped = PipelineEvent.parse_lines(data)
+            for why in skipped:
+                logger.warning("skipped an unreadable pipeline event: %s", why)
+            for event in events:
+                self.handler(event)
+
+    def _read(self) -> bytes | None:
+        """The next complete lines (at most a chunk); None when there are none yet."""
+        assert self._fd is not None
+        want = min(EVENTS_CHUNK_BYTES, protocol.EVENTS_MAX_BYTES - self.offset)
+        if want <= 0:
+            self._refuse(f"{protocol.EVENTS_FILE} passed {protocol.EVENTS_MAX_BYTES} bytes")
+            return None
+        data = os.pread(self._fd, want, self.offset)
         complete = data[: data.rfind(b"\n") + 1]
+        if not complete:
+            if len(data) == want:  # no line ends within a whole chunk: not an event
+                self._refuse(f"{protocol.EVENTS_FILE} holds a line over {want} bytes")
+            return None
         self.offset += len(complete)
-        for line in complete.splitlines():
-            try:
-                event = PipelineEvent.from_json(line.decode("utf-8"))
-            except (ProtocolError, UnicodeDecodeError) as exc:
-                logger.warning("skipped an unreadable pipeline event: %s", exc)
-                continue
-            self.handler(event)
+        return complete
+
+    def _open(self) -> bool:
+        if self._fd is not None:
+            return True
+        try:
+            self._fd = self.folder.open_file(protocol.EVENTS_FILE)
+        except UnsafeFile as exc:
+            self._refuse(exc.message)
+        return self._fd is not None
+
+    def _refuse(self, why: str) -> None:
+        logger.warning("pipeline events are no longer read: %s", why)
+        self._refused = True
+        self.close()
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
 
 
 class Executor:
@@ -221,8 +262,9 @@ class Executor:
         choice = engine if isinstance(engine, EngineChoice) else None
         name = choice.used if choice else str(engine)
         run_dir.mkdir(parents=True, exist_ok=True)
-        for stale in (protocol.EVENTS_FILE, protocol.RESULT_FILE, protocol.RUN_ID_FILE):
-            (run_dir / stale).unlink(missing_ok=True)
+        with RunFolder(run_dir) as folder:  # a link planted for the folder itself is refused
+            for stale in (protocol.EVENTS_FILE, protocol.RESULT_FILE, protocol.RUN_ID_FILE):
+                folder.remove(stale)  # a link goes, never what it points to
         command = engine_command(name, str(script), [], python=self.python)
         env = self._env(name, run_dir, data_path, mlflow_run_id, track, prefer)
         env.update(extra_env or {})
@@ -326,13 +368,14 @@ class Executor:
 
 class CancelFile:
     """A cancel signal that is a file in the run folder: any process may write it (another
-    terminal, the dashboard); the wait loop looks for it between its other checks."""
+    terminal, the dashboard); the wait loop looks for it between its other checks, through
+    the folder's handle (an entry of that name counts, a link is never followed)."""
 
-    def __init__(self, run_dir: Path) -> None:
-        self.path = run_dir / protocol.CANCEL_FILE
+    def __init__(self, folder: RunFolder) -> None:
+        self.folder = folder
 
     def is_set(self) -> bool:
-        return self.path.exists()
+        return self.folder.exists(protocol.CANCEL_FILE)
 
 
 class StartedLeg:
@@ -358,10 +401,10 @@ class StartedLeg:
     def hand_over_run(self, run_id: str) -> None:
         """Tell a pipeline started without a run which MLflow run to log to."""
         self.run_id = run_id
-        path = self.run_dir / protocol.RUN_ID_FILE
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(run_id, encoding="utf-8")
-        tmp.replace(path)  # the child never sees half a run id
+        # written under a fresh name and renamed in: the child never sees half a run id,
+        # and a link it planted at either name is replaced, never written through
+        with RunFolder(self.run_dir) as folder:
+            folder.write_new(protocol.RUN_ID_FILE, run_id)
 
     def _release(self) -> None:
         if self._lock is not None:
@@ -384,7 +427,12 @@ class StartedLeg:
     def finish(
         self, *, on_event: EventHandler | None = None, cancel: Cancel | None = None
     ) -> LegResult:
-        tail = EventTail(self.run_dir / protocol.EVENTS_FILE, on_event)
+        try:
+            folder = RunFolder(self.run_dir)
+        except UnsafeFile:
+            self.stop()
+            raise
+        tail = EventTail(folder, on_event)
         sampler = self._sampler
 
         def poll() -> None:
@@ -393,18 +441,20 @@ class StartedLeg:
                 sampler.sample()
 
         try:
-            child = self.child.wait(poll=poll, cancel=cancel or CancelFile(self.run_dir))
+            child = self.child.wait(poll=poll, cancel=cancel or CancelFile(folder))
+            leg = self._result(child, folder)
         finally:
+            tail.close()
+            folder.close()
             self._release()
-        leg = self._result(child)
         if self.restart is not None and should_fall_back(leg):
             return self._fall_back(leg, on_event, cancel)
         return leg
 
-    def _result(self, child: ChildResult) -> LegResult:
+    def _result(self, child: ChildResult, folder: RunFolder) -> LegResult:
         peak = self._sampler.peak_mb if self._sampler is not None else None
         try:
-            result = PipelineResult.read(self.run_dir)
+            result = PipelineResult.read(folder)
         except ProtocolError as exc:
             logger.warning("unreadable pipeline result in %s: %s", self.run_dir, exc)
             return LegResult(
@@ -430,10 +480,9 @@ class StartedLeg:
     ) -> LegResult:
         """Keep the dead GPU leg's files aside and run the pipeline again on the CPU."""
         error = failed.failure()["message"]
-        for name in (protocol.STDOUT_FILE, protocol.STDERR_FILE, protocol.EVENTS_FILE):
-            path = self.run_dir / name
-            if path.exists():
-                path.replace(self.run_dir / f"{self.engine}-{name}")
+        with RunFolder(self.run_dir) as folder:  # renames entries, links included, never follows
+            for name in (protocol.STDOUT_FILE, protocol.STDERR_FILE, protocol.EVENTS_FILE):
+                folder.rename(name, f"{self.engine}-{name}")
         logger.warning("the %s leg died before its first stage (%s): rerun", self.engine, error)
         restart = self.restart
         if restart is None:
@@ -450,19 +499,16 @@ class StartedLeg:
 
 
 def completed_stages(run_dir: Path) -> list[str]:
-    """The stages a leg finished without an error, from its events."""
-    path = run_dir / protocol.EVENTS_FILE
-    if not path.exists():
+    """The stages a leg finished without an error, from its events (read without following
+    links, at most ``EVENTS_MAX_BYTES``: events that cannot be read count as none)."""
+    try:
+        with RunFolder(run_dir) as folder:
+            data = folder.read_bytes(protocol.EVENTS_FILE, protocol.EVENTS_MAX_BYTES)
+    except UnsafeFile as exc:
+        logger.warning("the events of %s are not read: %s", run_dir, exc.message)
         return []
-    done = []
-    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
-        try:
-            event = PipelineEvent.from_json(line)
-        except ProtocolError:
-            continue
-        if event.type == "stage_end" and not event.failed and event.stage:
-            done.append(event.stage)
-    return done
+    events, _ = PipelineEvent.parse_lines(data or b"")
+    return [e.stage for e in events if e.type == "stage_end" and not e.failed and e.stage]
 
 
 def should_fall_back(leg: LegResult) -> bool:

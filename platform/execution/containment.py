@@ -135,8 +135,10 @@ def _share(path: Path, gid: int) -> None:
     if path.is_dir():
         path.chmod(mode | stat.S_IRWXG | stat.S_ISGID)
         _set_acl(path, _ACL_DEFAULT, _acl([(_USER_OBJ, 7), (_GROUP_OBJ, 7), (_OTHER, 0)]))
-    else:
+    elif mode & stat.S_IWUSR:
         path.chmod(mode | stat.S_IRGRP | stat.S_IWGRP)
+    else:  # made read-only by its owner (the run's pipeline.py): readable, never writable
+        path.chmod(mode | stat.S_IRGRP)
 
 
 def grant_traverse(path: Path, user: RunUser) -> None:

@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
+from mlpilot.tracking.runfolder import RunFolder
+
 #: variables passed through from the parent environment when set
 ENV_ALLOW = frozenset(
     {
@@ -139,6 +141,19 @@ class ChildResult:
     stdout_path: Path | None = None
     stderr_path: Path | None = None
     truncated: list[str] = field(default_factory=list)
+    #: what the parent read from the child's pipes (capped): the copy it logs and shows,
+    #: never the run folder's files, which the pipeline can replace
+    captured: dict[str, bytearray] = field(
+        default_factory=lambda: {"stdout": bytearray(), "stderr": bytearray()}
+    )
+
+    @property
+    def stdout(self) -> bytes:
+        return bytes(self.captured["stdout"])
+
+    @property
+    def stderr(self) -> bytes:
+        return bytes(self.captured["stderr"])
 
     @property
     def ok(self) -> bool:
@@ -164,17 +179,24 @@ def scrubbed_env(
     return env
 
 
-def _drain(stream: object, path: Path, cap_bytes: int, truncated: list[str], name: str) -> None:
-    written = 0
-    with path.open("wb") as out:
+TRUNCATED = b"\n[output truncated by mlpilot]\n"
+
+
+def _drain(stream: object, fd: int, cap_bytes: int, result: ChildResult, name: str) -> None:
+    """Read the child's pipe to its end: the first ``cap_bytes`` into ``result.captured``
+    (what the parent logs) and into ``fd``, the parent's own file in the run folder (a
+    copy for people to read; the parent never reads it back)."""
+    kept = result.captured[name]
+    with os.fdopen(fd, "wb") as out:
         for chunk in iter(lambda: stream.read(65536), b""):  # type: ignore[attr-defined]
-            if written < cap_bytes:
-                take = chunk[: cap_bytes - written]
+            if len(kept) < cap_bytes:
+                take = chunk[: cap_bytes - len(kept)]
+                kept += take
                 out.write(take)
-                written += len(take)
-                if written >= cap_bytes:
-                    out.write(b"\n[output truncated by mlpilot]\n")
-                    truncated.append(name)
+                if len(kept) >= cap_bytes:
+                    kept += TRUNCATED
+                    out.write(TRUNCATED)
+                    result.truncated.append(name)
             out.flush()
 
 
@@ -214,32 +236,34 @@ def start_child(
     from mlpilot.platform.execution.containment import launcher_command
 
     cwd.mkdir(parents=True, exist_ok=True)
-    stdout_path, stderr_path = cwd / f"{log_prefix}stdout.txt", cwd / f"{log_prefix}stderr.txt"
+    names = f"{log_prefix}stdout.txt", f"{log_prefix}stderr.txt"
+    stdout_path, stderr_path = cwd / names[0], cwd / names[1]
+    # created by the parent, exclusively, before the child runs: whatever stood at those
+    # names (a link left by an earlier leg) is removed, never written through
+    with RunFolder(cwd) as folder:
+        fds = [folder.create(name) for name in names]
     start = time.monotonic()
     spec = {"limits": limits.rlimits(), **(contain or {})}
-    proc = subprocess.Popen(
-        launcher_command(spec, command),
-        cwd=str(cwd),
-        env=dict(env),
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        pass_fds=pass_fds,
-        start_new_session=True,  # its own process group: a timeout kills every descendant
-    )
+    try:
+        proc = subprocess.Popen(
+            launcher_command(spec, command),
+            cwd=str(cwd),
+            env=dict(env),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            pass_fds=pass_fds,
+            start_new_session=True,  # its own process group: a timeout kills every descendant
+        )
+    except BaseException:
+        for fd in fds:
+            os.close(fd)
+        raise
     cap = int(limits.output_mb * 1024 * 1024)
     result = ChildResult(None, 0.0, stdout_path=stdout_path, stderr_path=stderr_path)
     readers = [
-        threading.Thread(
-            target=_drain,
-            args=(proc.stdout, stdout_path, cap, result.truncated, "stdout"),
-            daemon=True,
-        ),
-        threading.Thread(
-            target=_drain,
-            args=(proc.stderr, stderr_path, cap, result.truncated, "stderr"),
-            daemon=True,
-        ),
+        threading.Thread(target=_drain, args=(stream, fd, cap, result, name), daemon=True)
+        for stream, fd, name in ((proc.stdout, fds[0], "stdout"), (proc.stderr, fds[1], "stderr"))
     ]
     for reader in readers:
         reader.start()

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from mlpilot.platform.errors import MlpilotError
+from mlpilot.tracking.runfolder import RunFolder, UnsafeFile
 
 PROTOCOL_VERSION = 1
 
@@ -59,6 +60,9 @@ STDERR_FILE = "stderr.txt"
 SCRIPT_FILE = "pipeline.py"
 #: written (by ``mlpilot runs cancel`` or the dashboard) to ask the run's owner to stop it
 CANCEL_FILE = "cancel-requested"
+#: the most the parent reads of what a pipeline wrote (a 2 GB result.json must not exhaust it)
+RESULT_MAX_BYTES = 64 * 2**20
+EVENTS_MAX_BYTES = 64 * 2**20
 
 # -- event types --------------------------------------------------------------------------------
 EVENT_TYPES = (
@@ -142,12 +146,34 @@ class PipelineResult:
         tmp.replace(path)
 
     @classmethod
-    def read(cls, folder: Path) -> PipelineResult | None:
-        """The result in ``folder``; None when the pipeline wrote none (it crashed)."""
-        path = folder / RESULT_FILE
-        if not path.exists():
+    def from_bytes(cls, data: bytes | None) -> PipelineResult | None:
+        """The parent's reader: the bytes it read itself, without following links (the
+        ``RunFolder`` of ``mlpilot.tracking.runfolder``); None when there were none."""
+        if data is None:
             return None
-        return cls.from_json(path.read_text(encoding="utf-8"))
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise ProtocolError(f"{RESULT_FILE} is not UTF-8: {exc.reason}") from None
+        return cls.from_json(text)
+
+    @classmethod
+    def read(cls, folder: Path | RunFolder) -> PipelineResult | None:
+        """The parent's reader: the result in ``folder``, None when the pipeline wrote none.
+
+        Read without following links and under ``RESULT_MAX_BYTES`` (the pipeline may have
+        planted anything in its folder); a link, a FIFO or an oversized file is a
+        ``ProtocolError``, as is a result that is not JSON.
+        """
+        try:
+            if isinstance(folder, RunFolder):
+                data = folder.read_bytes(RESULT_FILE, RESULT_MAX_BYTES)
+            else:
+                with RunFolder(folder) as handle:
+                    data = handle.read_bytes(RESULT_FILE, RESULT_MAX_BYTES)
+        except UnsafeFile as exc:
+            raise ProtocolError(exc.message) from None
+        return cls.from_bytes(data)
 
 
 @dataclass
@@ -192,6 +218,19 @@ class PipelineEvent:
     @classmethod
     def from_json(cls, text: str) -> PipelineEvent:
         return cls(**_known(cls, _object(text, EVENTS_FILE), EVENTS_FILE))
+
+    @classmethod
+    def parse_lines(cls, data: bytes) -> tuple[list[PipelineEvent], list[str]]:
+        """The events in complete lines of ``events.jsonl`` bytes, and why others were skipped."""
+        events, skipped = [], []
+        for line in data.splitlines():
+            if not line.strip():
+                continue
+            try:
+                events.append(cls.from_json(line.decode("utf-8")))
+            except (ProtocolError, UnicodeDecodeError, TypeError) as exc:
+                skipped.append(str(exc)[:200])
+        return events, skipped
 
 
 def _object(text: str, where: str) -> dict[str, Any]:
