@@ -251,7 +251,7 @@ def _open_folder(path: Path) -> int:
     try:
         return os.open(path, _DIR_FLAGS)
     except OSError as exc:
-        if exc.errno != errno.ELOOP:
+        if exc.errno not in (errno.ELOOP, errno.ENOTDIR) or not path.is_symlink():
             raise
         target = os.readlink(path)
         if "/" in target or target in ("", ".", ".."):

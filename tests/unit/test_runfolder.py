@@ -78,3 +78,36 @@ def test_copy_out_and_remove(folder, tmp_path):
     os.symlink(tmp_path / "secret", folder.path / "cancel-requested")
     folder.remove("cancel-requested")
     assert (tmp_path / "secret").exists() and not folder.exists("cancel-requested")
+
+
+def test_create_removes_a_planted_link_and_writes_a_new_file(folder, tmp_path):
+    os.symlink(tmp_path / "secret", folder.path / "stdout.txt")
+    fd = folder.create("stdout.txt")
+    with os.fdopen(fd, "wb") as out:
+        out.write(b"captured")
+    assert (tmp_path / "secret").read_text() == "root only"
+    assert not (folder.path / "stdout.txt").is_symlink()
+    assert (folder.path / "stdout.txt").read_bytes() == b"captured"
+
+
+def test_rename_moves_the_entry_itself(folder, tmp_path):
+    os.symlink(tmp_path / "secret", folder.path / "events.jsonl")
+    assert folder.rename("events.jsonl", "gpu-events.jsonl")
+    assert (folder.path / "gpu-events.jsonl").is_symlink()
+    assert (tmp_path / "secret").read_text() == "root only"
+    assert not folder.rename("events.jsonl", "gpu-events.jsonl")
+
+
+def test_the_run_links_mlpilot_makes_are_opened_other_links_are_not(tmp_path):
+    real = tmp_path / "runs" / "20260101-000000-abcdef"
+    real.mkdir(parents=True)
+    (real / "result.json").write_text("{}")
+    (real.parent / "run-id").symlink_to(real.name, target_is_directory=True)
+    with RunFolder(real.parent / "run-id") as handle:
+        assert handle.read_text("result.json", 10) == "{}"
+    (tmp_path / "elsewhere").mkdir()
+    (real.parent / "planted").symlink_to(tmp_path / "elsewhere", target_is_directory=True)
+    (real.parent / "up").symlink_to("..", target_is_directory=True)
+    for name in ("planted", "up"):
+        with pytest.raises(UnsafeFile, match="cannot be opened safely"):
+            RunFolder(real.parent / name)
