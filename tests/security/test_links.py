@@ -301,3 +301,83 @@ def test_runs_cancel_replaces_a_planted_link(tmp_path: Path) -> None:
     assert not outside.exists()
     entry = run_dir / "cancel-requested"
     assert not entry.is_symlink() and entry.is_file()
+
+
+# -- the same links through the executor alone, in a folder without the sticky bit ----------
+def _hostile_leg(tmp_path: Path, code: str) -> tuple[Any, Path, Path]:
+    """Start ``code`` as a contained pipeline that has no MLflow run yet."""
+    from mlpilot.platform.config import Settings
+    from mlpilot.platform.execution import Executor
+
+    if not ROOT:
+        pytest.skip("mlpilot is not root here: the user drop does not apply")
+    secret = tmp_path / "secret.txt"
+    secret.write_text(SECRET)
+    secret.chmod(0o600)
+    script = tmp_path / "hostile.py"
+    script.write_text(textwrap.dedent(code.replace("SECRET_PATH", repr(str(secret)))))
+    run_dir = tmp_path / "home" / "runs" / "r1"
+    executor = Executor(Settings.from_env({"MLPILOT_HOME": str(tmp_path / "home")}))
+    leg = executor.start_leg(
+        script=script, run_dir=run_dir, engine="cpu", data_path=None, mlflow_run_id=None
+    )
+    return leg, run_dir, secret
+
+
+def _wait_for(path: Path, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while not path.exists():
+        assert time.monotonic() < deadline, f"{path} never appeared"
+        time.sleep(0.05)
+
+
+def test_the_run_id_is_handed_over_past_planted_links(tmp_path: Path) -> None:
+    """Both run-id names linked to a root-only file before the parent hands the id over."""
+    leg, run_dir, secret = _hostile_leg(
+        tmp_path,
+        """
+        import os, time
+        for name in ("mlflow_run_id", "mlflow_run_id.tmp"):
+            os.symlink(SECRET_PATH, name)
+        open("planted", "w").close()
+        deadline = time.monotonic() + 60
+        while (os.path.islink("mlflow_run_id") or not os.path.isfile("mlflow_run_id")) and (
+            time.monotonic() < deadline
+        ):
+            time.sleep(0.05)
+        print(open("mlflow_run_id").read())
+        """,
+    )
+    _wait_for(run_dir / "planted")
+    leg.hand_over_run("run-123")
+    done = leg.finish()
+    assert done.child.ok, done.child.stderr[-2000:]
+    assert done.child.stdout.decode().strip() == "run-123"
+    assert secret.read_text() == SECRET and stat.S_IMODE(secret.stat().st_mode) == 0o600
+    assert (run_dir / "mlflow_run_id.tmp").is_symlink()  # never the parent's name
+
+
+def test_the_logged_output_is_what_the_parent_read_from_the_pipes(tmp_path: Path) -> None:
+    """stdout.txt and stderr.txt swapped for links (no sticky bit here): the captured copy
+    the parent logs holds what the pipeline printed, never the link's target."""
+    leg, run_dir, secret = _hostile_leg(
+        tmp_path,
+        f"""
+        import os, sys
+        for name in ("stdout.txt", "stderr.txt"):
+            os.unlink(name)
+            os.symlink(SECRET_PATH, name)
+        print("{MARKER} out", flush=True)
+        print("{MARKER} err", file=sys.stderr, flush=True)
+        """,
+    )
+    done = leg.finish()
+    assert done.child.ok, done.child.stderr[-2000:]
+    assert (
+        f"{MARKER} out".encode() in done.child.stdout and SECRET.encode() not in done.child.stdout
+    )
+    assert (
+        f"{MARKER} err".encode() in done.child.stderr and SECRET.encode() not in done.child.stderr
+    )
+    assert secret.read_text() == SECRET
+    assert (run_dir / "stdout.txt").is_symlink()  # the pipeline's own doing, never followed
