@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import errno
 import hashlib
 import hmac
 import ipaddress
@@ -117,7 +118,7 @@ def allowed_hosts(settings: Settings, bind: str) -> HostList:
                 bind,
             )
     else:
-        names.add(_host_name(bound) or bound)
+        names.add(_host_name(f"[{bound}]" if ":" in bound else bound) or bound)
     return HostList(names)
 
 
@@ -273,7 +274,8 @@ def signing_key(settings: Settings) -> bytes:
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
     except OSError as exc:
-        raise _bad_key(path, exc.strerror or str(exc)) from None
+        why = "it is a symbolic link" if exc.errno == errno.ELOOP else exc.strerror or str(exc)
+        raise _bad_key(path, why) from None
     with os.fdopen(fd, "rb") as handle:
         info = os.fstat(handle.fileno())
         if not stat.S_ISREG(info.st_mode) or info.st_uid != os.geteuid() or info.st_mode & 0o077:

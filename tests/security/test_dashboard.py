@@ -350,7 +350,7 @@ def test_tokens_are_signed_with_an_owner_only_key(local: tuple[str, Path], tmp_p
     planted.parent.mkdir(parents=True)
     (tmp_path / "known").write_bytes(b"k" * 32)
     planted.symlink_to(tmp_path / "known")  # a key someone else knows
-    with pytest.raises(SettingsError, match="dashboard's key"):
+    with pytest.raises(SettingsError, match="is a symbolic link"):
         signing_key(other)
     planted.unlink()
     planted.write_bytes(b"k" * 32)
@@ -374,3 +374,42 @@ def test_with_credentials_a_token_is_issued_only_after_them(server: str) -> None
         server + CALLBACK, body=body, headers={**headers, "Host": "evil.example"}
     )
     assert status == 403
+
+
+@pytest.mark.parametrize(
+    ("bind", "host", "answered"),
+    [
+        ("10.1.2.3", "10.1.2.3", True),  # the bound address joins the list
+        ("10.1.2.3", "10.1.2.4", False),
+        ("::1", "[::1]", True),
+        ("fd00::5", "[fd00::5]", True),
+        ("[fe80::0001]", "[fe80::1]", True),
+        ("Dash.Local", "dash.local", True),
+        ("0.0.0.0", "0.0.0.0", False),  # a wildcard names nothing a browser should use
+        ("::", "[::]", False),
+        ("0.0.0.0", "localhost", True),
+        ("0.0.0.0", "x.corp.example", True),
+    ],
+)
+def test_the_bound_address_joins_the_allowed_hosts(
+    bind: str, host: str, answered: bool, tmp_path: Path
+) -> None:
+    from mlpilot.dashboards.security import allowed_hosts
+    from mlpilot.platform.config import Settings
+
+    settings = Settings.from_env(
+        {"MLPILOT_HOME": str(tmp_path), "MLPILOT_DASH_ALLOWED_HOSTS": ".corp.example"}
+    )
+    assert allowed_hosts(settings, bind).allows(host) is answered
+
+
+@pytest.mark.parametrize(
+    "value", ["http://dash.example.org", "dash.example.org:8050", "a b", "[::g]"]
+)
+def test_a_bad_allowed_hosts_setting_is_one_line(tmp_path: Path, value: str) -> None:
+    env = {"MLPILOT_HOME": str(tmp_path / "home"), "MLPILOT_DASH_ALLOWED_HOSTS": value}
+    done = run_cli("dashboard", "--port", str(free_port()), env=env, timeout=60)
+    assert done.returncode != 0
+    errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "MLPILOT_DASH_ALLOWED_HOSTS" in errors[0], done.stderr
+    assert "Traceback" not in done.stderr
