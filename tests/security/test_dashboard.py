@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import re
 import stat
 import subprocess
 import urllib.error
@@ -413,3 +414,75 @@ def test_a_bad_allowed_hosts_setting_is_one_line(tmp_path: Path, value: str) -> 
     errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
     assert len(errors) == 1 and "MLPILOT_DASH_ALLOWED_HOSTS" in errors[0], done.stderr
     assert "Traceback" not in done.stderr
+
+
+CHROMIUM = os.environ.get("MLPILOT_CHROMIUM", "/usr/bin/chromium")
+# the attacker's page: it posts a callback to its own origin and shows what came back
+ATTACK_PAGE = """<!doctype html><html><body><p id="status">waiting</p><script>
+fetch("__TARGET__", {method: "POST", headers: {"Content-Type": "application/json"},
+                     body: JSON.stringify(__BODY__)})
+  .then(r => r.text().then(t => { document.getElementById("status").textContent = r.status + " " + t; }))
+  .catch(e => { document.getElementById("status").textContent = "blocked " + e; });
+</script></body></html>"""
+FORM_PAGE = """<!doctype html><html><body>
+<form id="f" method="post" action="__TARGET__" enctype="text/plain">
+<input name='{"output":"..chat-session.data...chat-history.children..","x":"' value='"}'></form>
+<script>document.getElementById("f").submit();</script></body></html>"""
+
+
+@pytest.mark.browser
+@pytest.mark.slow
+def test_in_chromium_a_rebound_name_and_a_cross_site_form_write_nothing(
+    local: tuple[str, Path],
+) -> None:
+    """DNS rebinding and a cross-site form, played out in Chromium: the attacker's names
+    resolve to 127.0.0.1 (``--host-resolver-rules``), their pages are served by the test."""
+    from playwright.sync_api import sync_playwright
+
+    if not Path(CHROMIUM).exists():
+        pytest.fail(f"{CHROMIUM} is missing (apt-get install chromium)")
+    url, home = local
+    port = url.rsplit(":", 1)[1]
+    rebound = f"http://rebound.attacker.example:{port}"
+    pages = {
+        f"{rebound}/attack": ATTACK_PAGE.replace("__TARGET__", CALLBACK).replace(
+            "__BODY__", json.dumps(LOAD_SESSION)
+        ),
+        f"http://attacker.example:{port}/form": FORM_PAGE.replace("__TARGET__", url + CALLBACK),
+    }
+    args = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--no-first-run"]
+    args += [
+        "--host-resolver-rules=MAP rebound.attacker.example 127.0.0.1, MAP attacker.example 127.0.0.1",
+        # Chromium's own guard of local addresses (other browsers have none): the
+        # dashboard's checks are what this test measures
+        "--disable-features=LocalNetworkAccessChecks,BlockInsecurePrivateNetworkRequests,"
+        "PrivateNetworkAccessSendPreflights,PrivateNetworkAccessRespectPreflightResults",
+    ]
+    before = _stores(home)
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=args)
+        try:
+            page = browser.new_page()
+            page.set_default_timeout(30_000)
+            page.goto(url + "/chat")  # the victim has the dashboard open: a token cookie
+            page.wait_for_selector("#chat-session-id")
+            assert _stores(home)[0] == before[0] + 1  # the page's own callbacks work
+            page.route(
+                lambda u: u in pages,
+                lambda route: route.fulfill(
+                    status=200, content_type="text/html", body=pages[route.request.url]
+                ),
+            )
+            # after the rebind, the attacker's page and the dashboard share an origin
+            page.goto(f"{rebound}/attack")
+            page.locator("#status", has_text=re.compile(r"^\d")).wait_for()
+            assert page.inner_text("#status").startswith("403 this dashboard does not answer")
+            response = page.goto(rebound + "/")
+            assert response is not None and response.status == 403
+            # a form on another site posts to the dashboard itself
+            with page.expect_navigation(url=url + CALLBACK):
+                page.goto(f"http://attacker.example:{port}/form")
+            assert "refused: the request came from another site" in page.content()
+        finally:
+            browser.close()
+    assert _stores(home)[0] == before[0] + 1  # nothing the attacker sent saved a session
