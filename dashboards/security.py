@@ -128,7 +128,7 @@ def _host_name(value: str) -> str | None:
     value = value.strip().lower()
     if value.startswith("["):
         inside, sep, rest = value[1:].partition("]")
-        if not sep or (rest and not _port_ok(rest[1:] if rest[0] == ":" else "x")):
+        if not sep or (rest and not (rest.startswith(":") and _port_ok(rest[1:]))):
             return None
         try:
             return f"[{ipaddress.IPv6Address(inside).compressed}]"
