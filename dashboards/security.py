@@ -28,7 +28,6 @@ import hmac
 import ipaddress
 import logging
 import os
-import re
 import secrets
 import stat
 from pathlib import Path
@@ -36,6 +35,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from mlpilot.platform.config import Settings
+from mlpilot.platform.config.settings import HOST_NAME
 from mlpilot.platform.errors import SettingsError
 
 logger = logging.getLogger(__name__)
@@ -53,9 +53,6 @@ CSRF_COOKIE = "_csrf_token"
 CSRF_HEADER = "X-CSRFToken"
 KEY_FILE = "dashboard.key"
 KEY_BYTES = 32
-_HOST_LABELS = re.compile(
-    r"^[a-z0-9_](?:[a-z0-9_-]*[a-z0-9_])?(?:\.[a-z0-9_](?:[a-z0-9_-]*[a-z0-9_])?)*$"
-)
 
 
 def check_bind(host: str, settings: Settings) -> None:
@@ -137,7 +134,7 @@ def _host_name(value: str) -> str | None:
     name, _, port = value.partition(":")
     if port and not _port_ok(port):
         return None
-    if not name or len(name) > 253 or not _HOST_LABELS.match(name):
+    if not name or len(name) > 253 or not HOST_NAME.match(name):
         return None
     return name
 

@@ -103,9 +103,9 @@ def _gpu_settings(get: Callable[[str, str], str | None]) -> dict[str, Any]:
     }
 
 
-# one name a Host header may carry: DNS labels (underscores too: compose service names),
-# or an IPv6 address in brackets
-_HOST_NAME = re.compile(
+#: a host name or IPv4 address as a Host header carries it: DNS labels (underscores too, as
+#: in compose service names); IPv6 addresses are parsed by ``ipaddress`` instead
+HOST_NAME = re.compile(
     r"^(?:[a-z0-9_](?:[a-z0-9_-]*[a-z0-9_])?)(?:\.[a-z0-9_](?:[a-z0-9_-]*[a-z0-9_])?)*$"
 )
 
@@ -127,7 +127,7 @@ def _allowed_hosts(value: str | None) -> tuple[str, ...]:
             except ValueError:
                 raise _bad_host(entry) from None
             continue
-        if not _HOST_NAME.match(name):
+        if not HOST_NAME.match(name):
             raise _bad_host(entry)
         hosts.append(entry if entry.startswith(".") else name)
     return tuple(hosts)
