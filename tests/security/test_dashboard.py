@@ -495,3 +495,20 @@ def test_in_chromium_a_rebound_name_and_a_cross_site_form_write_nothing(
         finally:
             browser.close()
     assert _stores(home)[0] == before[0] + 1  # nothing the attacker sent saved a session
+
+
+def test_over_https_the_token_cookie_is_secure(tmp_path: Path) -> None:
+    from mlpilot.dashboards import queries
+    from mlpilot.dashboards.app import create_app
+    from mlpilot.platform.config import Settings
+
+    settings = Settings.from_env({"MLPILOT_HOME": str(tmp_path / "home")})
+    try:
+        client = create_app(settings).server.test_client(use_cookies=False)
+        for base, secure in (("https://localhost", True), ("http://localhost", False)):
+            response = client.get("/", base_url=base)
+            cookie = response.headers["Set-Cookie"]
+            assert cookie.startswith("_csrf_token=") and "SameSite=Strict" in cookie
+            assert ("Secure" in cookie.split("; ")) is secure, cookie
+    finally:
+        queries.configure(None)
