@@ -48,7 +48,8 @@ body { font-family: system-ui, -apple-system, Segoe UI, sans-serif; margin: 0; c
 """
 
 
-def create_app(settings: Settings | None = None) -> Dash:
+def create_app(settings: Settings | None = None, bind: str = "127.0.0.1") -> Dash:
+    """The app, guarded for serving on ``bind`` (whose name joins the allowed Hosts)."""
     settings = settings or get_settings()
     queries.configure(settings)
     here = Path(__file__).resolve().parent
@@ -83,7 +84,7 @@ def create_app(settings: Settings | None = None) -> Dash:
             html.Div(dash.page_container, className="page"),
         ]
     )
-    security.protect(app, settings)
+    security.protect(app, settings, bind)
     return app
 
 
@@ -91,7 +92,7 @@ def serve(host: str = "127.0.0.1", port: int = 8050, settings: Settings | None =
     """Check the address, build the app, serve it with waitress (never Flask's dev server)."""
     settings = settings or get_settings()
     security.check_bind(host, settings)
-    security.serve_wsgi(create_app(settings), host, port)
+    security.serve_wsgi(create_app(settings, host), host, port)
 
 
 def upload_folder(session_id: str) -> Path:

@@ -8,8 +8,10 @@ keys; the environment wins. ``Settings.from_env()`` reads them once; core code t
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 import os
+import re
 import stat
 import sys
 from collections.abc import Callable, Mapping
@@ -99,6 +101,43 @@ def _gpu_settings(get: Callable[[str, str], str | None]) -> dict[str, Any]:
             "MLPILOT_GPU_PROBE_TTL", get("MLPILOT_GPU_PROBE_TTL", "86400") or "86400"
         ),
     }
+
+
+#: a host name or IPv4 address as a Host header carries it: DNS labels (underscores too, as
+#: in compose service names); IPv6 addresses are parsed by ``ipaddress`` instead
+HOST_NAME = re.compile(
+    r"^(?:[a-z0-9_](?:[a-z0-9_-]*[a-z0-9_])?)(?:\.[a-z0-9_](?:[a-z0-9_-]*[a-z0-9_])?)*$"
+)
+
+
+def _allowed_hosts(value: str | None) -> tuple[str, ...]:
+    """``MLPILOT_DASH_ALLOWED_HOSTS``: comma-separated names (no port), ``.example.org`` for
+    a domain and its subdomains; IPv6 addresses with or without brackets."""
+    hosts: list[str] = []
+    for raw in (value or "").split(","):
+        entry = raw.strip().lower()
+        if not entry:
+            continue
+        name = entry.removeprefix(".")
+        if name.startswith("[") and name.endswith("]"):
+            name = name[1:-1]
+        if ":" in name:  # IPv6: kept in the form a Host header carries it
+            try:
+                hosts.append(f"[{ipaddress.IPv6Address(name).compressed}]")
+            except ValueError:
+                raise _bad_host(entry) from None
+            continue
+        if not HOST_NAME.match(name):
+            raise _bad_host(entry)
+        hosts.append(entry if entry.startswith(".") else name)
+    return tuple(hosts)
+
+
+def _bad_host(entry: str) -> SettingsError:
+    return SettingsError(
+        f"MLPILOT_DASH_ALLOWED_HOSTS: {entry!r} is not a host name",
+        hint="list names without scheme or port, e.g. dash.example.org,.corp.example,10.0.0.5",
+    )
 
 
 def _omp_threads(value: str | None) -> int | None:
@@ -214,6 +253,9 @@ class Settings:
     #: MLFLOW_TRACKING_URI was set (not the embedded default)
     tracking_uri_set: bool = False
     dash_max_upload_mb: float = 50.0
+    #: Host names the dashboard answers besides 127.0.0.1, localhost, [::1] and the bound
+    #: address (DNS rebinding); ``.example.org`` takes the domain and its subdomains
+    dash_allowed_hosts: tuple[str, ...] = ()
     memory_budget_mb: float | None = None
     log_level: str = "WARNING"
     #: OMP_NUM_THREADS, when set: the thread count pipelines train with
@@ -267,6 +309,7 @@ class Settings:
             dash_user=get("MLPILOT_DASH_USER"),
             dash_password=get("MLPILOT_DASH_PASSWORD"),
             tracking_uri_set=bool(get("MLFLOW_TRACKING_URI")),
+            dash_allowed_hosts=_allowed_hosts(get("MLPILOT_DASH_ALLOWED_HOSTS")),
             dash_max_upload_mb=_positive_float(
                 "MLPILOT_DASH_MAX_UPLOAD_MB", get("MLPILOT_DASH_MAX_UPLOAD_MB", "50") or "50"
             ),
