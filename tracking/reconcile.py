@@ -28,7 +28,13 @@ from typing import TYPE_CHECKING, Any
 
 from mlpilot.tracking import mlflow_store as ms
 from mlpilot.tracking import vocab
-from mlpilot.tracking.metadata import ACTIVE_STATES, TERMINAL_STATES, MetadataStore, utcnow
+from mlpilot.tracking.metadata import (
+    ACTIVE_STATES,
+    SCHEMA_DOC_COLUMNS,
+    TERMINAL_STATES,
+    MetadataStore,
+    utcnow,
+)
 from mlpilot.tracking.owner import owner_state
 from mlpilot.tracking.registry import load_json_artifact, model_uri_of_run
 
@@ -136,13 +142,15 @@ def doc_from_mlflow(client: MlflowClient, run: Any, experiment: str | None) -> d
     state = _state_of(run)
     metrics = dict(run.data.metrics)
     profile = load_json_artifact(client, run_id, "data/profile.json") or {}
+    columns = profile.get("columns") or []
     dataset = {
         "path": profile.get("path"),
         "fingerprint": tags.get(vocab.TAG_FINGERPRINT) or profile.get("fingerprint"),
         "rows": profile.get("rows"),
-        "cols": len(profile.get("columns") or []) or None,
+        "cols": len(columns) or None,
         "schema": [
-            {"name": c.get("name"), "kind": c.get("kind")} for c in profile.get("columns") or []
+            {"name": str(c.get("name"))[:200], "kind": c.get("kind")}
+            for c in columns[:SCHEMA_DOC_COLUMNS]
         ],
     }
     fields: dict[str, Any] = {

@@ -50,7 +50,7 @@ from mlpilot.platform.errors import MlpilotError
 from mlpilot.platform.ml.protocol import SCRIPT_FILE
 from mlpilot.platform.plan import Plan
 from mlpilot.tracking import vocab
-from mlpilot.tracking.metadata import new_event, utcnow
+from mlpilot.tracking.metadata import SCHEMA_DOC_COLUMNS, new_event, utcnow
 from mlpilot.tracking.owner import current_owner
 from mlpilot.tracking.vocab import RunState
 
@@ -467,10 +467,12 @@ def _engine_message(prepared: PreparedRun) -> str:
 def _dataset(profile: Any) -> dict[str, Any] | None:
     if profile is None:
         return None
+    shown = profile.columns[:SCHEMA_DOC_COLUMNS]  # all of them are in data/profile.json
     return {
         "path": profile.path,
         "fingerprint": profile.fingerprint,
         "rows": profile.rows,
         "cols": len(profile.columns),
-        "schema": [{"name": c.name, "kind": c.kind} for c in profile.columns],
+        "schema": [{"name": c.name[:200], "kind": c.kind} for c in shown],
+        **({"schema_truncated": True} if len(shown) < len(profile.columns) else {}),
     }
