@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from mlpilot.platform.config.interrupts import shielded
 from mlpilot.platform.errors import TrackingError
 from mlpilot.tracking import vocab
+from mlpilot.tracking.space import out_of_space, space_left
 
 logger = logging.getLogger(__name__)
 
@@ -105,39 +106,6 @@ def use_wal(path: Path) -> None:
                 db.execute("PRAGMA journal_mode=WAL")
     except sqlite3.Error:
         pass
-
-
-#: below this much free space a failed write is taken for a full disk, whatever sqlite said
-#: ("database or disk is full", or "disk I/O error" on tmpfs)
-LOW_SPACE_BYTES = 4 * 2**20
-
-
-def out_of_space(exc: BaseException, folder: Path) -> bool:
-    """Whether ``exc`` (an OSError, sqlite's or SQLAlchemy's error) came of a full disk."""
-    import errno
-    import shutil
-
-    seen: BaseException | None = exc
-    while seen is not None:
-        if isinstance(seen, OSError) and seen.errno in (errno.ENOSPC, errno.EDQUOT):
-            return True
-        if "disk is full" in str(seen) or "No space left" in str(seen):
-            return True
-        seen = seen.__cause__ or seen.__context__
-    try:
-        return shutil.disk_usage(folder).free < LOW_SPACE_BYTES
-    except OSError:
-        return False
-
-
-def space_left(folder: Path) -> str:
-    """``"12 KiB free"`` on the file system of ``folder``, for a message."""
-    import shutil
-
-    try:
-        return f"{shutil.disk_usage(folder).free // 1024} KiB free"
-    except OSError:
-        return "free space unknown"
 
 
 def _has_schema(path: Path) -> bool:
