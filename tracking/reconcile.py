@@ -11,7 +11,11 @@ keeps the rest (states, events). ``reconcile`` walks MLflow's agent runs
 - ends a document stuck in a non-terminal state whose MLflow run has ended, or whose
   MLflow run no longer exists;
 - optionally (``stale_after_s``) fails runs RUNNING in both stores whose process stopped
-  updating them long ago.
+  updating them long ago;
+- ends a run whose mlpilot process died while it was RUNNING or RECORDING by what its
+  pipeline's result in the run folder says (``result_file``, read without following
+  links): SUCCEEDED, with MLflow's metrics and model and the version it registered, when
+  the pipeline succeeded; FAILED otherwise.
 
 Writes are idempotent (event ids are derived from the run and the fix), so repairing
 twice changes nothing the second time.
@@ -404,7 +408,9 @@ class Reconciler:
         has it (from this run).
         """
         run_id = run.info.run_id
-        message = f"marked SUCCEEDED {REPAIR_NOTE}: {why} while recording a pipeline that succeeded"
+        message = (
+            f"marked SUCCEEDED {REPAIR_NOTE}: {why} before recording its pipeline, which succeeded"
+        )
         self._change(run_id, "recovered", f"{doc.get('status')} → SUCCEEDED in both stores")
         if self.dry_run:
             return

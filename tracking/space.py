@@ -21,8 +21,7 @@ logger = logging.getLogger(__name__)
 
 __all__ = ["RESERVE_BYTES", "keep_reserve", "out_of_space", "release_reserve", "space_left"]
 
-#: below this much free space a failed write is taken for a full disk, whatever sqlite said
-#: ("database or disk is full", or "disk I/O error" on tmpfs)
+#: below this much free space an I/O error is taken for a full disk
 LOW_SPACE_BYTES = 4 * 2**20
 #: room kept to record the end of a run on a full disk (a few sqlite pages in each store)
 RESERVE_BYTES = 4 * 2**20
@@ -32,14 +31,20 @@ _FULL_TEXTS = ("disk is full", "No space left", "Disk quota exceeded")
 
 def out_of_space(exc: BaseException, folder: Path) -> bool:
     """Whether ``exc`` (an OSError, sqlite's, SQLAlchemy's or MLflow's error, or one that
-    wraps them) came of a full disk under ``folder``."""
+    wraps them) came of a full disk under ``folder``: it says so, or it is an I/O error
+    (sqlite's word for it on tmpfs) while next to no space is left there."""
     seen: BaseException | None = exc
+    io_error = False
     while seen is not None:
         if isinstance(seen, OSError) and seen.errno in (errno.ENOSPC, errno.EDQUOT):
             return True
         if any(text in str(seen) for text in _FULL_TEXTS):
             return True
+        io_error = io_error or "disk I/O error" in str(seen)
+        io_error = io_error or (isinstance(seen, OSError) and seen.errno == errno.EIO)
         seen = seen.__cause__ or seen.__context__
+    if not io_error:
+        return False
     try:
         return shutil.disk_usage(folder).free < LOW_SPACE_BYTES
     except OSError:
