@@ -188,6 +188,11 @@ class Orchestrator:
                 early.abandon()
             request = planned.request
             return self._end_without_plan(session, request, planned.experiment, events, exc)
+        except Exception as exc:  # no run to record it on (``_open_run`` ended what it began)
+            reason = self._no_space(exc, RunState(events[-1]["state"]))
+            if reason is exc:
+                raise
+            raise reason from None
         outcome = run.outcome
         try:
             self.record(run, self._run_pipeline(run, prepared, early))
