@@ -92,8 +92,11 @@ def check_outbox(settings: Settings) -> Check:
     )
 
 
-def repair(settings: Settings, *, dry_run: bool = False) -> dict[str, Any]:
-    """Replay the outbox, then make the metadata store agree with MLflow.
+def repair(
+    settings: Settings, *, dry_run: bool = False, result_file: str | None = None
+) -> dict[str, Any]:
+    """Replay the outbox, then make the metadata store agree with MLflow (``result_file``:
+    see ``reconcile``).
 
     Raises ``StoreUnavailable`` / ``TrackingError`` when either store cannot be reached:
     repairing needs both.
@@ -114,6 +117,7 @@ def repair(settings: Settings, *, dry_run: bool = False) -> dict[str, Any]:
             dry_run=dry_run,
             skip_run_ids={op["run_id"] for op in waiting if op.get("run_id")},
             stale_after_s=settings.run_timeout_s + ABANDONED_AFTER_TIMEOUT_S,
+            result_file=result_file,
         )
     finally:
         store.close()

@@ -6,6 +6,7 @@ import contextlib
 import logging
 import os
 import re
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -15,6 +16,7 @@ from typing import TYPE_CHECKING
 from mlpilot.platform.config.interrupts import shielded
 from mlpilot.platform.errors import TrackingError
 from mlpilot.tracking import vocab
+from mlpilot.tracking.space import out_of_space, space_left
 
 logger = logging.getLogger(__name__)
 
@@ -106,18 +108,120 @@ def use_wal(path: Path) -> None:
         pass
 
 
-def _initialise_sqlite(uri: str, artifact_root: str) -> None:
-    """Create a fresh store with its Default experiment under our artifact root.
+def _has_schema(path: Path) -> bool:
+    """Whether the sqlite file holds a whole MLflow schema (creation ran to its end:
+    MLflow writes ``alembic_version`` once every table exists)."""
+    import sqlite3
+
+    if not path.exists() or path.stat().st_size == 0:
+        return False
+    try:
+        uri = path.as_uri() + "?mode=ro"
+        with contextlib.closing(sqlite3.connect(uri, uri=True, timeout=30)) as db:
+            tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master")}
+            if not {"alembic_version", "experiments", "runs"} <= tables:
+                return False
+            return db.execute("SELECT count(*) FROM alembic_version").fetchone()[0] > 0
+    except sqlite3.Error as exc:  # unreadable: MLflow's own error says more than ours would
+        logger.debug("schema check of %s failed: %s", path, exc)
+        return True
+
+
+def _set_aside(path: Path) -> None:
+    """Move a store whose creation was cut short (an earlier full disk) out of the way."""
+    aside = path.with_name(f"{path.name}.incomplete-{int(time.time())}")
+    logger.warning("%s has no whole MLflow schema (creation cut short): moved to %s", path, aside)
+    for suffix in ("-wal", "-shm", "-journal"):
+        extra = path.with_name(path.name + suffix)
+        if extra.exists():
+            extra.replace(aside.with_name(aside.name + suffix))
+    path.replace(aside)
+
+
+def _initialise_sqlite(path: Path, artifact_root: str) -> None:
+    """Create a fresh store with its Default experiment under our artifact root, on a copy.
 
     Left to itself MLflow roots the Default experiment at ``./mlruns`` of whichever process
     happens to create the database, and scatters artifacts into that working directory.
+    The tables are created in a file beside the store and renamed in once whole: a creation
+    cut short (a full disk, a kill) leaves no half-made store that every later command
+    would trip on.
     """
     from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
 
+    # an early-started pipeline's containment may have made an empty store, shared with
+    # the pipelines' account: the new one takes its owner, mode and ACL
+    access = _access_of(path)
+    if path.exists() and path.stat().st_size > 0:
+        _set_aside(path)  # under the first-use lock: no one else is creating it
+    building = path.with_name(f".{path.name}.{os.getpid()}.creating")
+    uri = f"sqlite:///{building}"
     try:
-        SqlAlchemyStore(uri, artifact_root)
-    except Exception as exc:  # another process initialised it first
-        logger.debug("store initialised elsewhere: %s", exc)
+        store = SqlAlchemyStore(uri, artifact_root)
+        store.engine.dispose()  # closed before the rename: no handle on the old name
+        SqlAlchemyStore._engine_map.pop(uri, None)
+        _give_access(building, access)
+        _fsync(building)
+        os.replace(building, path)
+        _fsync(path.parent)
+    except Exception as exc:
+        _remove_building(building)
+        if out_of_space(exc, path.parent):
+            raise TrackingError(
+                f"the MLflow store {path} could not be created: no space left on the "
+                f"device of {path.parent} ({space_left(path.parent)})",
+                hint="free some space and run the command again (nothing was half-created)",
+            ) from None
+        raise TrackingError(
+            f"the MLflow store {path} could not be created: {_first_line(exc)}",
+            hint="check that the folder is writable (MLPILOT_HOME, MLFLOW_TRACKING_URI)",
+        ) from None
+
+
+_ACL = "system.posix_acl_access"
+
+
+def _access_of(path: Path) -> tuple[os.stat_result, bytes | None] | None:
+    """Owner, mode and POSIX ACL of ``path``; None when it does not exist."""
+    try:
+        info = path.stat()
+    except FileNotFoundError:
+        return None
+    try:
+        acl: bytes | None = os.getxattr(path, _ACL)
+    except OSError:  # no ACL on it, or none on this file system
+        acl = None
+    return info, acl
+
+
+def _give_access(path: Path, access: tuple[os.stat_result, bytes | None] | None) -> None:
+    if access is None:
+        return
+    info, acl = access
+    with contextlib.suppress(PermissionError):  # not root: the group stays ours
+        os.chown(path, info.st_uid, info.st_gid)
+    path.chmod(info.st_mode & 0o7777)
+    if acl is not None:
+        os.setxattr(path, _ACL, acl)
+
+
+def _fsync(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _remove_building(building: Path) -> None:
+    for suffix in ("", "-journal", "-wal", "-shm"):
+        with contextlib.suppress(FileNotFoundError):
+            building.with_name(building.name + suffix).unlink()
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return (text.splitlines()[0] if text else type(exc).__name__)[:200]
 
 
 @contextlib.contextmanager
@@ -159,8 +263,17 @@ def _make_client(settings: Settings) -> MlflowClient:
     if not settings.tracking_uri.startswith("sqlite:///"):
         return MlflowClient(tracking_uri=settings.tracking_uri, registry_uri=settings.tracking_uri)
     path = Path(settings.tracking_uri.removeprefix("sqlite:///"))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    return _open_sqlite(settings, path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return _open_sqlite(settings, path)
+    except OSError as exc:  # the folder or the lock beside the store
+        if not out_of_space(exc, path.parent):
+            raise
+        raise TrackingError(
+            f"the MLflow store {path} cannot be opened: no space left on the device of "
+            f"{path.parent} ({space_left(path.parent)})",
+            hint="free some space and run the command again",
+        ) from None
 
 
 def _open_sqlite(settings: Settings, path: Path) -> MlflowClient:
@@ -170,11 +283,8 @@ def _open_sqlite(settings: Settings, path: Path) -> MlflowClient:
     # the database half-migrated for good): one process at a time does it. MLflow opens
     # (and migrates) its store as the client is made, so that happens under the lock too.
     with first_use_lock(path):
-        if not path.exists() or path.stat().st_size == 0:
-            _initialise_sqlite(
-                settings.tracking_uri,
-                settings.artifact_root or (path.parent / "artifacts").as_uri(),
-            )
+        if not _has_schema(path):
+            _initialise_sqlite(path, settings.artifact_root or (path.parent / "artifacts").as_uri())
         use_wal(path)
         client = MlflowClient(
             tracking_uri=settings.tracking_uri, registry_uri=settings.tracking_uri

@@ -11,7 +11,11 @@ keeps the rest (states, events). ``reconcile`` walks MLflow's agent runs
 - ends a document stuck in a non-terminal state whose MLflow run has ended, or whose
   MLflow run no longer exists;
 - optionally (``stale_after_s``) fails runs RUNNING in both stores whose process stopped
-  updating them long ago.
+  updating them long ago;
+- ends a run whose mlpilot process died while it was RUNNING or RECORDING by what its
+  pipeline's result in the run folder says (``result_file``, read without following
+  links): SUCCEEDED, with MLflow's metrics and model and the version it registered, when
+  the pipeline succeeded; FAILED otherwise.
 
 Writes are idempotent (event ids are derived from the run and the fix), so repairing
 twice changes nothing the second time.
@@ -19,18 +23,28 @@ twice changes nothing the second time.
 
 from __future__ import annotations
 
+import json
 import logging
 import math
+import os
 import time
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mlpilot.tracking import mlflow_store as ms
 from mlpilot.tracking import vocab
-from mlpilot.tracking.metadata import ACTIVE_STATES, TERMINAL_STATES, MetadataStore, utcnow
+from mlpilot.tracking.metadata import (
+    ACTIVE_STATES,
+    SCHEMA_DOC_COLUMNS,
+    TERMINAL_STATES,
+    MetadataStore,
+    utcnow,
+)
 from mlpilot.tracking.owner import owner_state
 from mlpilot.tracking.registry import load_json_artifact, model_uri_of_run
+from mlpilot.tracking.runfolder import RunFolder, UnsafeFile
 
 logger = logging.getLogger(__name__)
 
@@ -38,6 +52,12 @@ if TYPE_CHECKING:
     from mlflow import MlflowClient
 
 REPAIR_NOTE = "by mlpilot doctor --repair"
+#: the largest pipeline result a repair reads
+RESULT_LIMIT = 32 * 2**20
+#: states in which a dead owner may have left a pipeline's finished result unrecorded
+RESULT_STATES = ("RUNNING", "RECORDING")
+#: a result's status when its pipeline succeeded (``protocol.SUCCEEDED``)
+PIPELINE_SUCCEEDED = "succeeded"
 #: an unfinished MLflow run younger than this may not have its document yet: leave it
 NEW_RUN_GRACE_S = 300.0
 
@@ -45,7 +65,7 @@ NEW_RUN_GRACE_S = 300.0
 @dataclass
 class Change:
     run_id: str
-    action: str  # created, status, metrics, stuck, orphaned, abandoned, mlflow-ended
+    action: str  # created, status, metrics, stuck, orphaned, abandoned, recovered, mlflow-ended
     detail: str
 
 
@@ -136,13 +156,15 @@ def doc_from_mlflow(client: MlflowClient, run: Any, experiment: str | None) -> d
     state = _state_of(run)
     metrics = dict(run.data.metrics)
     profile = load_json_artifact(client, run_id, "data/profile.json") or {}
+    columns = profile.get("columns") or []
     dataset = {
         "path": profile.get("path"),
         "fingerprint": tags.get(vocab.TAG_FINGERPRINT) or profile.get("fingerprint"),
         "rows": profile.get("rows"),
-        "cols": len(profile.get("columns") or []) or None,
+        "cols": len(columns) or None,
         "schema": [
-            {"name": c.get("name"), "kind": c.get("kind")} for c in profile.get("columns") or []
+            {"name": str(c.get("name"))[:200], "kind": c.get("kind")}
+            for c in columns[:SCHEMA_DOC_COLUMNS]
         ],
     }
     fields: dict[str, Any] = {
@@ -189,12 +211,16 @@ class Reconciler:
         dry_run: bool = False,
         skip_run_ids: set[str] | frozenset[str] = frozenset(),
         stale_after_s: float | None = None,
+        result_file: str | None = None,
     ) -> None:
         self.client = client
         self.store = store
         self.dry_run = dry_run
         self.skip_run_ids = set(skip_run_ids)
         self.stale_after_s = stale_after_s
+        #: the pipeline's result in its run folder (``protocol.RESULT_FILE``, named by the
+        #: caller: tracking sits below the protocol); None: runs whose owner died end FAILED
+        self.result_file = result_file
         self.report = ReconcileReport()
         self._experiments: dict[str, str | None] = {}
 
@@ -336,7 +362,13 @@ class Reconciler:
             why = f"its mlpilot process (pid {owner.get('pid')}) has ended"
         else:
             why = f"no progress for {idle_h:.1f} h (its process is gone)"
+        result = self._pipeline_result(doc)
+        if result is not None and result.get("status") == PIPELINE_SUCCEEDED:
+            self._finish_succeeded(run, doc, result, why)
+            return
         message = f"marked FAILED {REPAIR_NOTE}: {why}"
+        if result is not None and isinstance(result.get("error"), dict):
+            message += f"; the pipeline had failed: {result['error'].get('message')}"[:1000]
         self._change(run_id, "abandoned", f"{doc.get('status')} → FAILED in both stores")
         if self.dry_run:
             return
@@ -349,6 +381,74 @@ class Reconciler:
             {"status": "FAILED", "finished_at": utcnow(), "error": error},
             [_event(run_id, "abandoned", "FAILED", None, message)],
         )
+
+    def _pipeline_result(self, doc: dict[str, Any]) -> dict[str, Any] | None:
+        """The pipeline's own result, read without following links, or None."""
+        if self.result_file is None or doc.get("status") not in RESULT_STATES:
+            return None
+        folder = _run_folder(doc.get("run_dir"))
+        if folder is None:
+            return None
+        try:
+            with RunFolder(folder) as run_folder:
+                raw = run_folder.read_bytes(self.result_file, RESULT_LIMIT)
+            result = json.loads(raw) if raw is not None else None
+        except (UnsafeFile, ValueError, OSError) as exc:
+            logger.debug("no usable result in %s: %s", folder, exc)
+            return None
+        return result if isinstance(result, dict) else None
+
+    def _finish_succeeded(
+        self, run: Any, doc: dict[str, Any], result: dict[str, Any], why: str
+    ) -> None:
+        """The owner died recording a pipeline that succeeded: the run succeeded.
+
+        Only the verdict comes from the run folder; metrics and the model are MLflow's,
+        which the pipeline logged itself, and a registered version counts once MLflow
+        has it (from this run).
+        """
+        run_id = run.info.run_id
+        message = (
+            f"marked SUCCEEDED {REPAIR_NOTE}: {why} before recording its pipeline, which succeeded"
+        )
+        self._change(run_id, "recovered", f"{doc.get('status')} → SUCCEEDED in both stores")
+        if self.dry_run:
+            return
+        metrics = dict(run.data.metrics) or _numbers(result.get("metrics"))
+        fields: dict[str, Any] = {
+            "status": "SUCCEEDED",
+            "finished_at": utcnow(),
+            "metrics": metrics,
+            "timings": _timings(metrics),
+            "model": {
+                "uri": _safe_model_uri(self.client, run_id),
+                **self._registered(run_id, result),
+            },
+        }
+        for key in ("main_metric", "task", "target"):
+            if isinstance(result.get(key), str):
+                fields[key] = result[key]
+        self.client.set_tag(run_id, vocab.TAG_STATE, "SUCCEEDED")
+        self.client.set_terminated(run_id, status=vocab.RunState.SUCCEEDED.mlflow_status)
+        self.store.update_run(
+            run_id, fields, [_event(run_id, "recovered", "SUCCEEDED", None, message)]
+        )
+
+    def _registered(self, run_id: str, result: dict[str, Any]) -> dict[str, Any]:
+        """The version the pipeline registered, when MLflow's registry has it from this run."""
+        registered = result.get("registered")
+        none = {"registered_name": None, "version": None}
+        if not isinstance(registered, dict):
+            return none
+        name, version = registered.get("name"), registered.get("version")
+        try:
+            found = self.client.get_model_version(str(name), str(version))
+        except Exception as exc:
+            logger.debug("the registered version is not in the registry: %s", exc)
+            return none
+        if found.run_id != run_id:
+            return none
+        return {"registered_name": str(name), "version": str(version)}
 
     # -- helpers --------------------------------------------------------------------------------
     def _change(self, run_id: str, action: str, detail: str) -> None:
@@ -375,6 +475,31 @@ class Reconciler:
                 logger.debug("experiment name not found: %s", exc)
                 self._experiments[experiment_id] = None
         return self._experiments[experiment_id]
+
+
+def _run_folder(run_dir: Any) -> Path | None:
+    """The run folder a document names. ``runs/<run id>`` may be the parent's own link to
+    a folder made before the run existed (a plain name beside it): that one is followed,
+    since only the parent writes ``runs/``; anything else is opened without following."""
+    if not isinstance(run_dir, str) or not run_dir:
+        return None
+    path = Path(run_dir)
+    if path.is_symlink():
+        target = os.readlink(path)
+        if "/" in target or target in (".", ".."):
+            return None
+        path = path.parent / target
+    return path
+
+
+def _numbers(values: Any) -> dict[str, float]:
+    if not isinstance(values, dict):
+        return {}
+    return {
+        str(k): float(v)
+        for k, v in values.items()
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+    }
 
 
 def _metrics_diff(ours: dict[str, Any], theirs: dict[str, float]) -> str:
@@ -404,11 +529,21 @@ def reconcile(
     dry_run: bool = False,
     skip_run_ids: set[str] | frozenset[str] = frozenset(),
     stale_after_s: float | None = None,
+    result_file: str | None = None,
 ) -> ReconcileReport:
-    """Compare MLflow's agent runs with the store's documents and repair the store."""
+    """Compare MLflow's agent runs with the store's documents and repair the store.
+
+    ``result_file``: the name of a pipeline's result in its run folder; a run whose owner
+    died while recording it then ends SUCCEEDED when that result says it succeeded.
+    """
     started = time.perf_counter()
     report = Reconciler(
-        client, store, dry_run=dry_run, skip_run_ids=skip_run_ids, stale_after_s=stale_after_s
+        client,
+        store,
+        dry_run=dry_run,
+        skip_run_ids=skip_run_ids,
+        stale_after_s=stale_after_s,
+        result_file=result_file,
     ).run()
     report.seconds = round(time.perf_counter() - started, 3)
     return report

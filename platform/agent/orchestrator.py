@@ -46,11 +46,11 @@ from mlpilot.platform.agent.sessions import Session, load_session, save_session
 from mlpilot.platform.agent.tracked_run import ERROR_TAG_CHARS, TrackedRun, end_unrecorded
 from mlpilot.platform.config import Settings, get_settings
 from mlpilot.platform.config.interrupts import shielded
-from mlpilot.platform.errors import MlpilotError
+from mlpilot.platform.errors import MlpilotError, TrackingError
 from mlpilot.platform.ml.protocol import SCRIPT_FILE
 from mlpilot.platform.plan import Plan
-from mlpilot.tracking import vocab
-from mlpilot.tracking.metadata import new_event, utcnow
+from mlpilot.tracking import space, vocab
+from mlpilot.tracking.metadata import SCHEMA_DOC_COLUMNS, new_event, utcnow
 from mlpilot.tracking.owner import current_owner
 from mlpilot.tracking.vocab import RunState
 
@@ -175,6 +175,7 @@ class Orchestrator:
         self, planned: Planned, session: Session, events: list[dict[str, Any]]
     ) -> RunOutcome:
         early: Leg | None = None
+        space.keep_reserve(self.settings.private_dir)  # room to record its end on a full disk
         try:
             prepared = self.prepare(planned)
             for state in prepared.reached:
@@ -187,6 +188,11 @@ class Orchestrator:
                 early.abandon()
             request = planned.request
             return self._end_without_plan(session, request, planned.experiment, events, exc)
+        except Exception as exc:  # no run to record it on (``_open_run`` ended what it began)
+            reason = self._no_space(exc, RunState(events[-1]["state"]))
+            if reason is exc:
+                raise
+            raise reason from None
         outcome = run.outcome
         try:
             self.record(run, self._run_pipeline(run, prepared, early))
@@ -194,14 +200,57 @@ class Orchestrator:
         except KeyboardInterrupt as exc:
             outcome.error, final = failure_of(exc, run.state), RunState.CANCELLED
         except Exception as exc:  # the run exists: whatever it was, it ends FAILED
+            exc = self._no_space(exc, run.state)
             if not isinstance(exc, MlpilotError):
                 logger.warning("internal error in run %s", run.run_id, exc_info=True)
             outcome.error, final = failure_of(exc, run.state), RunState.FAILED
         with shielded(deliver=False):  # the final record is written whole
-            run.finish(final)
-            remember_outcome(session, outcome, prepared.profile, prepared.plan, self.store)
-        self.store.flush()
+            self._end(run, final)
+            try:
+                remember_outcome(session, outcome, prepared.profile, prepared.plan, self.store)
+                self.store.flush()
+            except Exception as exc:  # the run is recorded; only the conversation lacks it
+                logger.debug("session %s not saved: %s", session.id, exc)
         return outcome
+
+    def _no_space(self, exc: Exception, stage: RunState) -> Exception:
+        """A write that failed for want of space, as one line; and the space reserve given
+        back, so that the run's end can still be written to both stores."""
+        home = self.settings.home
+        if not space.out_of_space(exc, home):
+            return exc
+        left = space.space_left(home)  # before the reserve's room is given back
+        space.release_reserve(self.settings.private_dir)
+        return TrackingError(
+            f"no space left on the device of {home} ({left}) "
+            f"while {stage.value.lower()}: {_first_line(exc)}",
+            hint="free some space and run it again",
+        )
+
+    def _end(self, run: TrackedRun, final: RunState) -> None:
+        """The terminal state into both stores. On a full disk the space reserve makes room
+        once; a run that still cannot be ended is reported, and left to doctor --repair."""
+        try:
+            run.finish(final)
+            return
+        except Exception as exc:
+            first = exc
+            retry = space.out_of_space(exc, self.settings.home) and space.release_reserve(
+                self.settings.private_dir
+            )
+        if retry:
+            try:
+                run.finish(final)
+                return
+            except Exception as exc:
+                first = exc
+        logger.debug("run %s could not be ended", run.run_id, exc_info=first)
+        error = dict(run.outcome.error or failure_of(first, run.state))
+        error["message"] = (
+            f"{error.get('message') or 'the run failed'}; its end could not be recorded "
+            f"({_first_line(first)}): run mlpilot doctor --repair once the stores can be written"
+        )
+        run.outcome.error, run.outcome.status = error, final.value
 
     def _launch_early(self, prepared: PreparedRun, events: list[dict[str, Any]]) -> Leg | None:
         """Launch before the MLflow run exists, when the run can start at once; else None
@@ -459,6 +508,11 @@ class Orchestrator:
         )
 
 
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return (text.splitlines()[0] if text else type(exc).__name__)[:160]
+
+
 def _engine_message(prepared: PreparedRun) -> str:
     choice = prepared.engine
     return f"engine {choice.used} ({choice.reason})" if choice else ""
@@ -467,10 +521,12 @@ def _engine_message(prepared: PreparedRun) -> str:
 def _dataset(profile: Any) -> dict[str, Any] | None:
     if profile is None:
         return None
+    shown = profile.columns[:SCHEMA_DOC_COLUMNS]  # all of them are in data/profile.json
     return {
         "path": profile.path,
         "fingerprint": profile.fingerprint,
         "rows": profile.rows,
         "cols": len(profile.columns),
-        "schema": [{"name": c.name, "kind": c.kind} for c in profile.columns],
+        "schema": [{"name": c.name[:200], "kind": c.kind} for c in shown],
+        **({"schema_truncated": True} if len(shown) < len(profile.columns) else {}),
     }

@@ -87,7 +87,11 @@ def path_policy(request: RunRequest, profile: DataProfile | None) -> PathPolicy:
     data_file = request.data_path
     if data_file is None and profile is not None and not request.plan_file:
         data_file = profile.path
-    return PathPolicy(data_file=data_file, read_folders=tuple(request.allow_read))
+    return PathPolicy(
+        data_file=data_file,
+        read_folders=tuple(request.allow_read),
+        saved_plan=bool(request.plan_file),
+    )
 
 
 def prepare(planned: Planned, settings: Settings) -> PreparedRun:

@@ -165,9 +165,10 @@ def doctor(
         if blocking:
             repair_error = "cannot repair: " + "; ".join(c.detail for c in blocking)
         else:
+            from mlpilot.platform.ml.protocol import RESULT_FILE
             from mlpilot.tracking.health import repair as run_repair
 
-            result["repair"] = run_repair(settings, dry_run=dry_run)
+            result["repair"] = run_repair(settings, dry_run=dry_run, result_file=RESULT_FILE)
     if json_out:
         print_json(result)
     else:

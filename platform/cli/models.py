@@ -42,6 +42,8 @@ def register(
     """Register the model a run logged as a new version of NAME, with lineage tags."""
     from mlpilot.tracking import registry
 
+    if alias is not None:
+        check_alias(alias)  # before anything exists: a refused alias leaves no version behind
     client = _client()
     source_run, model_uri = registry.resolve_source(client, None, run_id, None)
     version = registry.register(
@@ -57,6 +59,24 @@ def register(
         + f" from run {source_run} ({model_uri})",
         markup=False,
     )
+
+
+def check_alias(alias: str) -> None:
+    """Refuse an alias MLflow would refuse, in one line, by MLflow's own rules."""
+    from mlflow.exceptions import MlflowException
+    from mlflow.utils.validation import (
+        _validate_model_alias_name,
+        _validate_model_alias_name_reserved,
+    )
+
+    try:
+        _validate_model_alias_name(alias)
+        _validate_model_alias_name_reserved(alias)
+    except MlflowException as exc:
+        raise MlpilotError(
+            f"alias {alias!r} is refused: {exc.message.splitlines()[0]}",
+            hint="an alias is letters, digits, _ and - (e.g. champion), neither latest nor v<N>",
+        ) from None
 
 
 def _record_registration(run_id: str, version: dict[str, Any]) -> None:
@@ -146,6 +166,7 @@ def promote(
     """Point NAME@ALIAS (default champion) at VERSION; aliases, never stages."""
     from mlpilot.tracking import registry
 
+    check_alias(alias)
     result = registry.promote(_client(), name, version, alias)
     if json_out:
         print_json(result)

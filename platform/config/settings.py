@@ -85,6 +85,9 @@ def _limit_settings(get: Callable[[str, str], str | None]) -> dict[str, Any]:
         "child_user": _choice(
             "MLPILOT_CHILD_USER", get("MLPILOT_CHILD_USER", "auto") or "auto", CHILD_USERS
         ),
+        "max_columns": _positive_int(
+            "MLPILOT_MAX_COLUMNS", get("MLPILOT_MAX_COLUMNS", "10000") or "10000"
+        ),
     }
 
 
@@ -267,6 +270,8 @@ class Settings:
     #: who a pipeline runs as when mlpilot runs as root: auto (a dedicated unprivileged
     #: user), or none (stay root: only for debugging containment itself)
     child_user: str = "auto"
+    #: the widest table mlpilot profiles (wider ones are refused before being read whole)
+    max_columns: int = 10000
     #: --engine compare: measured runs per leg after one warm-up (the best is reported)
     compare_repeat: int = 3
     #: --engine compare: largest difference of the legs' test metrics a speedup accepts

@@ -81,16 +81,62 @@ def check_readable(path: str | Path) -> Path:
             hint="give a CSV, Parquet or JSON-lines file with a header and rows",
         )
     fmt = detect_format(path)
-    if fmt in ("csv", "tsv", "jsonl"):
-        head = _head(path)
-        if b"\x00" in head and not head.startswith(_WIDE_BOMS):  # UTF-16 text has NULs
-            raise DataError(
-                f"{path} is not a tabular text file (it contains binary data)",
-                hint="mlpilot reads CSV, TSV, Parquet, JSON lines and Excel files",
-            )
+    if fmt in ("csv", "tsv", "jsonl") and looks_binary(_head(path)):
+        raise DataError(
+            f"{path} is not a tabular text file (it contains binary data)",
+            hint="mlpilot reads CSV, TSV, Parquet, JSON lines and Excel files",
+        )
+    if fmt == "excel":
+        check_excel(path)
     if str(path).startswith("/proc/self/fd/"):
         return path  # a handed-over descriptor: resolving it would name a file it may not open
     return path.resolve()
+
+
+#: bytes of text files: printable ASCII, tab, line breaks, form feed, escape, and UTF-8's
+_TEXT_BYTES = frozenset(range(0x20, 0x100)) | frozenset(b"\t\n\r\f\v\x1b")
+#: the share of other bytes (NULs, control characters) from which a file is binary
+BINARY_SHARE = 0.1
+#: how Excel workbooks begin: a zip (.xlsx) or an OLE2 compound file (.xls)
+_ZIP_MAGIC = b"PK\x03\x04"
+_OLE2_MAGIC = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"
+
+
+def looks_binary(head: bytes) -> bool:
+    """Whether the first bytes of a file are not text.
+
+    One stray NUL (a cell pasted from elsewhere) does not make a CSV binary: like
+    ``file``, this weighs the share of bytes no text holds. UTF-16 text (told by its
+    byte-order mark) has a NUL in every other byte and is text.
+    """
+    if not head or head.startswith(_WIDE_BOMS):
+        return False
+    odd = sum(1 for byte in head if byte not in _TEXT_BYTES)
+    return odd / len(head) > BINARY_SHARE
+
+
+def check_excel(path: Path) -> None:
+    """Fail in one line when a file named ``.xlsx``/``.xls`` is no Excel workbook."""
+    import zipfile
+
+    head = _head(path, 8)
+    if head.startswith(_OLE2_MAGIC):
+        return
+    if head.startswith(_ZIP_MAGIC):
+        try:
+            with zipfile.ZipFile(path) as archive:
+                names = set(archive.namelist())
+        except (zipfile.BadZipFile, OSError, ValueError):
+            names = set()
+        if "[Content_Types].xml" in names and any(n.startswith("xl/") for n in names):
+            return
+        what = "a zip archive without an Excel workbook in it"
+    else:
+        what = "text" if not looks_binary(_head(path)) else "neither a workbook nor text"
+    raise DataError(
+        f"{path.name} is named like an Excel file but is {what}",
+        hint="give the real workbook, or a file named for what it is (.csv, .parquet, …)",
+    )
 
 
 def read_table(
@@ -127,13 +173,7 @@ def read_table(
         elif fmt == "jsonl":
             frame = _read_json(path, nrows)
         else:
-            try:
-                frame = pd.read_excel(path, nrows=nrows)
-            except ImportError:
-                raise DataError(
-                    f"reading Excel file {path.name} needs the 'openpyxl' package",
-                    hint="pip install openpyxl, or save the sheet as CSV",
-                ) from None
+            frame = _read_excel(path, nrows)
     except DataError:
         raise
     except (ValueError, TypeError, OSError, UnicodeError, pd.errors.ParserError) as exc:
@@ -156,6 +196,24 @@ def read_table(
         )
     frame.columns = [str(c).strip() for c in frame.columns]
     return frame
+
+
+def _read_excel(path: Path, nrows: int | None) -> pd.DataFrame:
+    import pandas as pd
+
+    try:
+        return pd.read_excel(path, nrows=nrows)
+    except ImportError:
+        raise DataError(
+            f"reading Excel file {path.name} needs the 'openpyxl' package",
+            hint="pip install openpyxl, or save the sheet as CSV",
+        ) from None
+    except Exception as exc:  # a damaged workbook: zipfile, openpyxl and xlrd say it their ways
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise DataError(
+            f"{path.name} could not be read as an Excel workbook: {first[:200]}",
+            hint="open it in a spreadsheet and save it again, or save the sheet as CSV",
+        ) from None
 
 
 def _budget_bytes(memory_budget_mb: float | None) -> int:
@@ -423,6 +481,43 @@ def duplicate_header_names(path: Path) -> list[str]:
     for name in (h.strip() for h in header):
         seen[name] = seen.get(name, 0) + 1
     return [name for name, count in seen.items() if count > 1]
+
+
+def count_columns(path: Path) -> int | None:
+    """Columns of a file from its header alone (no row is parsed); None where only reading
+    tells (JSON lines, Excel)."""
+    import csv
+
+    fmt = detect_format(path)
+    if fmt == "parquet":
+        try:
+            import pyarrow.parquet as pq
+
+            return len(pq.read_schema(path).names)
+        except Exception as exc:  # not Parquet after all: reading it says why
+            logger.debug("no column count from the Parquet footer: %s", exc)
+            return None
+    if fmt not in ("csv", "tsv"):
+        return None
+    encodings, sep = sniff_delimited(path, fmt)
+    csv.field_size_limit(sys.maxsize)  # one huge header field is the reader's business
+    for encoding in encodings:
+        try:
+            with path.open(encoding=encoding, newline="") as fh:
+                return len(next(csv.reader(fh, delimiter=sep), []))
+        except (UnicodeDecodeError, csv.Error):
+            continue
+    return None
+
+
+def check_width(path: Path, columns: int | None, limit: int) -> None:
+    """Refuse a table wider than ``limit`` columns (``MLPILOT_MAX_COLUMNS``) in one line."""
+    if columns is not None and columns > limit:
+        raise DataError(
+            f"{path.name} has {columns:,} columns, more than the {limit:,} mlpilot profiles "
+            "(MLPILOT_MAX_COLUMNS)",
+            hint="select the columns that matter, or raise MLPILOT_MAX_COLUMNS",
+        )
 
 
 def count_rows(path: Path) -> int | None:

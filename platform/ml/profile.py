@@ -13,6 +13,8 @@ from typing import Any
 from mlpilot.platform.ml.dtypes import EXCLUDED_KINDS, detect_schema, id_like_name
 from mlpilot.platform.ml.io import (
     check_readable,
+    check_width,
+    count_columns,
     count_rows,
     detect_format,
     duplicate_header_names,
@@ -112,10 +114,23 @@ def _short(value: object) -> str:
     return text if len(text) <= MAX_VALUE_CHARS else text[: MAX_VALUE_CHARS - 1] + "…"
 
 
-def profile_table(path: str | Path, sample_rows: int = SAMPLE_ROWS) -> DataProfile:
-    """Profile a data file from its first ``sample_rows`` rows."""
+def profile_table(
+    path: str | Path, sample_rows: int = SAMPLE_ROWS, max_columns: int | None = None
+) -> DataProfile:
+    """Profile a data file from its first ``sample_rows`` rows.
+
+    A table wider than ``max_columns`` (default ``MLPILOT_MAX_COLUMNS``) is refused from
+    its header, before any row is parsed: profiling a million columns takes minutes and
+    its schema card would not fit a metadata document.
+    """
+    if max_columns is None:
+        from mlpilot.platform.config import get_settings
+
+        max_columns = get_settings().max_columns
     resolved = check_readable(path)
+    check_width(resolved, count_columns(resolved), max_columns)
     frame = read_table(resolved, nrows=sample_rows)
+    check_width(resolved, frame.shape[1], max_columns)  # JSON lines, Excel: known once read
     columns = []
     for spec, name in zip(detect_schema(frame), frame.columns, strict=True):
         series = frame[name]

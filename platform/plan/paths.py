@@ -38,6 +38,8 @@ class PathPolicy:
 
     data_file: str | None = None
     read_folders: tuple[str, ...] = field(default_factory=tuple)
+    #: the plan came from a file (``--plan``): its own data path needs ``--data`` again
+    saved_plan: bool = False
 
     def allows_read(self, path: str) -> str | None:
         """None if ``path`` may be read, else why not."""
@@ -50,7 +52,7 @@ class PathPolicy:
         for folder in self.read_folders:
             if resolved.is_relative_to(Path(folder).expanduser().resolve()):
                 return None
-        if not self.data_file:
+        if not self.data_file and self.saved_plan:
             return (
                 "no --data confirms it (a saved plan's data file must be named again with --data)"
             )
@@ -93,14 +95,21 @@ _MODEL_HINT = (
 
 
 def check_paths(plan: Plan, policy: PathPolicy, plugin_tools: frozenset[str] = frozenset()) -> None:
-    """Every path of ``plan`` against ``policy``; raises ``PlanError`` on the first refusal."""
+    """Every path of ``plan`` against ``policy``; raises ``PlanError`` on the first refusal.
+
+    A file a step reads is made absolute here, resolved against the user's folder where
+    it was checked: the pipeline runs in its run folder, where a relative name would
+    open another file than the one allowed (``load_data`` reads the profiled file).
+    """
     for number, step in enumerate(plan.steps, start=1):
-        for name, value in step.args.items():
+        for name, value in list(step.args.items()):
             if not isinstance(value, str) or not value:
                 continue
             key = (step.tool, name)
             if key in READS or (step.tool in plugin_tools and _PLUGIN_PATH.search(name)):
                 problem, hint = policy.allows_read(value), _READ_HINT
+                if problem is None and key != ("load_data", "path"):
+                    step.args[name] = str(Path(value).expanduser().resolve())
             elif key in WRITES:
                 problem, hint = check_write(value), _WRITE_HINT
             elif key in MODELS:

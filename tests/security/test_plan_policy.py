@@ -154,3 +154,21 @@ def test_a_hostile_saved_plan_fails_in_one_line_and_is_recorded(
     assert outcome["status"] == "FAILED" and outcome["error"]["stage"] == "VALIDATING"
     assert "output_path" in outcome["error"]["message"] and "\n" not in outcome["error"]["message"]
     assert not (tmp_path / "escape.csv").exists()
+
+
+def test_a_relative_read_is_made_absolute_where_it_was_checked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The pipeline runs in its run folder: a relative name there is another file."""
+    (tmp_path / "new").mkdir()
+    (tmp_path / "new" / "rows.csv").write_text("x\n1\n")
+    monkeypatch.chdir(tmp_path)
+    plan = _plan(("predict", {"data_path": "new/rows.csv"}))
+    check_paths(plan, PathPolicy(read_folders=(str(tmp_path / "new"),)))
+    assert plan.steps[0].args["data_path"] == str((tmp_path / "new" / "rows.csv").resolve())
+
+
+def test_the_saved_plan_hint_only_for_a_saved_plan(tmp_path: Path) -> None:
+    outside = str(tmp_path / "other.csv")
+    assert "saved plan" not in (PathPolicy().allows_read(outside) or "")
+    assert "saved plan" in (PathPolicy(saved_plan=True).allows_read(outside) or "")

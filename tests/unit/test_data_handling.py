@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -171,3 +172,76 @@ def test_files_not_in_utf8_fall_back_to_pandas(
     frame = read_table(path)
     assert list(frame.columns) == ["城市", "价格"]
     assert frame["城市"].tolist() == ["北京", "上海"]
+
+
+def test_a_stray_nul_is_text_and_a_binary_file_is_not(tmp_path: Path) -> None:
+    from mlpilot.platform.ml.io import looks_binary
+
+    text = b"a,b,y\n" + b"".join(b"%d,%d,%d\n" % (i, i * 2, i % 2) for i in range(50))
+    assert not looks_binary(text.replace(b"7,", b"7\x00,", 1))
+    assert not looks_binary("a,b\n1,2\n".encode("utf-16"))  # NULs of UTF-16 are text
+    assert looks_binary(b"\x00\x01\x02" * 100) and looks_binary(bytes(range(256)))
+    path = tmp_path / "one-nul.csv"
+    path.write_bytes(text.replace(b"7,", b"7\x00,", 1))
+    assert list(read_table(path).columns) == ["a", "b", "y"]
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "what"),
+    [
+        ("zip.xlsx", "zip", "a zip archive without an Excel workbook in it"),
+        ("text.xlsx", b"a,b\n1,2\n", "text"),
+        ("noise.xls", bytes(range(256)) * 4, "neither a workbook nor text"),
+    ],
+)
+def test_a_file_named_like_excel_that_is_not_says_so(
+    tmp_path: Path, name: str, content: bytes | str, what: str
+) -> None:
+    import zipfile
+
+    path = tmp_path / name
+    if content == "zip":
+        with zipfile.ZipFile(path, "w") as archive:
+            archive.writestr("readme.txt", "hello")
+    else:
+        path.write_bytes(content)
+    with pytest.raises(DataError) as info:
+        read_table(path)
+    assert info.value.one_line().startswith(f"{name} is named like an Excel file but is {what}")
+
+
+def test_a_real_workbook_still_reads(tmp_path: Path) -> None:
+    pytest.importorskip("openpyxl")
+    path = tmp_path / "book.xlsx"
+    pd.DataFrame({"a": [1, 2, 3], "y": [0, 1, 0]}).to_excel(path, index=False)
+    assert read_table(path)["a"].tolist() == [1, 2, 3]
+
+
+def test_a_table_wider_than_the_cap_is_refused_from_its_header(tmp_path: Path) -> None:
+    from mlpilot.platform.ml.io import count_columns
+
+    path = tmp_path / "wide.csv"
+    path.write_text(",".join(f"c{i}" for i in range(30)) + "\n" + ",".join("1" * 30) + "\n")
+    assert count_columns(path) == 30
+    with pytest.raises(DataError) as info:
+        profile_table(path, max_columns=20)
+    assert "30 columns, more than the 20 mlpilot profiles (MLPILOT_MAX_COLUMNS)" in str(info.value)
+    assert len(profile_table(path, max_columns=30).columns) == 30
+    parquet = tmp_path / "wide.parquet"
+    pd.DataFrame({f"c{i}": [1, 2] for i in range(30)}).to_parquet(parquet)
+    assert count_columns(parquet) == 30
+    with pytest.raises(DataError, match="MLPILOT_MAX_COLUMNS"):
+        profile_table(parquet, max_columns=20)
+    jsonl = tmp_path / "wide.jsonl"
+    jsonl.write_text(json.dumps({f"c{i}": 1 for i in range(30)}) + "\n")
+    with pytest.raises(DataError, match="MLPILOT_MAX_COLUMNS"):  # counted once read
+        profile_table(jsonl, max_columns=20)
+
+
+def test_the_column_cap_is_a_setting() -> None:
+    from mlpilot.platform.config import Settings
+
+    assert Settings.from_env({"MLPILOT_HOME": "/tmp/x"}).max_columns == 10_000
+    assert (
+        Settings.from_env({"MLPILOT_HOME": "/tmp/x", "MLPILOT_MAX_COLUMNS": "50"}).max_columns == 50
+    )

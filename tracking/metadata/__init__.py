@@ -9,6 +9,7 @@ from mlpilot.tracking.metadata._base import (
     ACTIVE_STATES,
     BENCHMARKS,
     RUNS,
+    SCHEMA_DOC_COLUMNS,
     SESSIONS,
     TERMINAL_STATES,
     MetadataStore,
@@ -26,6 +27,7 @@ __all__ = [
     "ACTIVE_STATES",
     "BENCHMARKS",
     "RUNS",
+    "SCHEMA_DOC_COLUMNS",
     "SESSIONS",
     "TERMINAL_STATES",
     "MetadataStore",
@@ -71,10 +73,28 @@ def connect(settings: Settings) -> MetadataStore:
             settings.mongo_uri, settings.mongo_db, settings.mongo_timeout_ms
         )
     else:
-        from mlpilot.tracking.metadata._embedded import EmbeddedStore
-
-        store = EmbeddedStore(settings.embedded_store_path)
+        store = _open_embedded(settings.embedded_store_path)
     store.ensure_indexes()
+    return store
+
+
+def _open_embedded(path: Path) -> MetadataStore:
+    """The embedded store; a full disk while it is first made is one line, not sqlite's."""
+    from mlpilot.platform.errors import TrackingError
+    from mlpilot.tracking.metadata._embedded import EmbeddedStore
+    from mlpilot.tracking.space import out_of_space, space_left
+
+    try:
+        store = EmbeddedStore(path)
+        store.ensure_indexes()
+    except Exception as exc:
+        if not out_of_space(exc, path.parent):
+            raise
+        raise TrackingError(
+            f"the metadata store {path} cannot be written: no space left on the device of "
+            f"{path.parent} ({space_left(path.parent)})",
+            hint="free some space and run the command again",
+        ) from None
     return store
 
 

@@ -28,6 +28,9 @@ SESSIONS = "sessions"
 BENCHMARKS = "benchmarks"
 TERMINAL_STATES = vocab.TERMINAL_STATES
 ACTIVE_STATES = vocab.ACTIVE_STATES
+#: columns a run document's ``dataset.schema`` lists (``profile.json`` keeps them all):
+#: a wide table's card would not fit a document
+SCHEMA_DOC_COLUMNS = 1000
 _RETRIES = 20
 
 
