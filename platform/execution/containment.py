@@ -540,7 +540,8 @@ def _restrict(
     stores = [db.parent for db in databases] + folders
     contain, record = setup.contain, setup.record
     if root:
-        tmp_mb = min(TMP_MAX_MB, settings.max_run_disk_mb)
+        # a little past the cap: filling it is the cap's breach (DiskLimit), not ENOSPC
+        tmp_mb = min(TMP_MAX_MB, settings.max_run_disk_mb + 4)
         keep = [str(run_dir), *map(str, stores), *reads, *map(str, _interpreter_paths())]
         keep += [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
         contain.update(tree=True, tmp_mb=tmp_mb, cwd=str(run_dir), keep=keep)
