@@ -33,7 +33,6 @@ import ctypes
 import fcntl
 import json
 import os
-import platform
 import resource
 import select
 import signal
@@ -255,7 +254,7 @@ _FILE_RIGHTS = FS_WRITE_FILE | FS_TRUNCATE
 
 
 def _arch() -> str:
-    arch = platform.machine()
+    arch = os.uname().machine
     if arch not in AUDIT_ARCH:
         raise ContainError(f"no seccomp and Landlock tables for {arch}")
     return arch
@@ -263,19 +262,19 @@ def _arch() -> str:
 
 def landlock_abi() -> int:
     """The Landlock ABI this kernel offers (0: none, or an architecture without tables)."""
-    if platform.machine() not in SYS_LANDLOCK:
+    if os.uname().machine not in SYS_LANDLOCK:
         return 0
     libc = _libc()
     libc.syscall.restype = ctypes.c_long
     long = ctypes.c_long
-    create = SYS_LANDLOCK[platform.machine()][0]
+    create = SYS_LANDLOCK[os.uname().machine][0]
     abi = libc.syscall(long(create), None, long(0), long(LANDLOCK_CREATE_RULESET_VERSION))
     return max(0, int(abi))
 
 
 def seccomp_supported() -> bool:
     """Filters work here: a known architecture and a kernel built with seccomp."""
-    if platform.machine() not in AUDIT_ARCH:
+    if os.uname().machine not in AUDIT_ARCH:
         return False
     try:
         with open("/proc/self/status", "rb") as fh:
