@@ -347,7 +347,6 @@ def _init(spec: dict, command: list[str], status_w: int, alive_r: int) -> None:
     if _relay_gone(alive_r):  # it ended before the signal was armed: nothing waits for us
         os._exit(FAILED_TO_CONTAIN)
     _private_mounts(float(spec.get("tmp_mb", 64)), list(spec.get("keep", [])), spec.get("cwd"))
-    signal.pthread_sigmask(signal.SIG_BLOCK, FORWARDED)
     pipeline = os.fork()
     if pipeline == 0:
         os.close(status_w)
@@ -396,9 +395,8 @@ def _relay(spec: dict, command: list[str]) -> None:
     if init == 0:
         os.close(status_r)
         os.close(alive_w)
-        for signum in FORWARDED:
-            signal.signal(signum, signal.SIG_DFL)
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, FORWARDED)
+        # still blocked: a signal that comes while it sets up waits for its handlers (an
+        # init drops, unhandled, what comes from outside its namespace)
         _contained(lambda: _init(spec, command, status_w, alive_r))
     os.close(status_w)
     os.close(alive_r)
