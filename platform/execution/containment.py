@@ -554,7 +554,10 @@ def _restrict(
         ]
     else:
         record.tree = "its process group only (not applied: a PID namespace needs root)"
-        temporary = [tempfile.gettempdir(), "/var/tmp", "/dev/shm", str(Path.home() / ".cache")]
+        cache = Path.home() / ".cache"  # a rule needs the folder to exist
+        with contextlib.suppress(OSError):
+            cache.mkdir(mode=0o700, exist_ok=True)
+        temporary = [tempfile.gettempdir(), "/var/tmp", "/dev/shm", str(cache)]
         filesystem = ["the host's mounts (not applied: a mount namespace needs root)"]
     abi = _launch.landlock_abi()
     if abi:
@@ -598,7 +601,11 @@ def _describe_user(user: RunUser | None, settings: Any) -> str:
         return f"{user.name} (uid {user.uid})"
     if os.geteuid() == 0:
         return "root (MLPILOT_CHILD_USER=none)" if settings.child_user == "none" else "root"
-    return f"{pwd.getpwuid(os.geteuid()).pw_name} (mlpilot's own user: not root)"
+    try:
+        name = pwd.getpwuid(os.geteuid()).pw_name
+    except KeyError:  # a uid without a passwd entry (containers)
+        name = f"uid {os.geteuid()}"
+    return f"{name} (mlpilot's own user: not root)"
 
 
 def _network(settings: Any) -> tuple[bool, str]:

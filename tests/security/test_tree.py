@@ -403,3 +403,49 @@ def test_root_files_in_the_run_folder_stay_roots(tmp_path: Path) -> None:
     assert (run_dir / "plan.json").read_text() == "{}"
     # after the run nothing in the folder is left to its uid (a later run may get it)
     assert all(p.lstat().st_uid == 0 for p in [run_dir, *run_dir.rglob("*")])
+
+
+@needs_root
+def test_a_fork_bomb_no_longer_starves_another_run(tmp_path: Path) -> None:
+    """The process limit counts one run's uid: a bomb at its limit leaves the others be."""
+    bomb = start(
+        tmp_path,
+        "import os\nwhile True:\n    os.fork()",
+        "bomb",
+        MLPILOT_MAX_PROCESSES="64",
+        MLPILOT_RUN_TIMEOUT="60",
+    )
+    code = """
+        import threading
+        threads = [threading.Thread(target=lambda: None) for _ in range(32)]
+        for t in threads: t.start()
+        for t in threads: t.join()
+        print("THREADS OK")
+    """
+    other, out = run(tmp_path, code, "other", MLPILOT_MAX_PROCESSES="64")
+    bombed = bomb.finish()
+    assert other.child.ok and "THREADS OK" in out
+    assert not bombed.ok and processes_with(str(tmp_path / "bomb.py")) == []
+
+
+def test_a_step_that_cannot_be_applied_ends_the_launcher_with_one_line(tmp_path: Path) -> None:
+    """Nothing runs uncontained by surprise: status 97 and one line, the command never ran."""
+    import subprocess
+    import sys
+
+    from mlpilot.platform.execution._launch import FAILED_TO_CONTAIN
+    from mlpilot.platform.execution.containment import launcher_command
+
+    marker = tmp_path / "ran"
+    # a Landlock rule whose folder vanishes is skipped; a working folder that is not there
+    # (as root: after the mounts) or limits of an unknown name are not
+    spec = {"tree": ROOT, "cwd": str(tmp_path / "gone"), "limits": {"RLIMIT_BOGUS": 1}}
+    done = subprocess.run(
+        launcher_command(spec, [sys.executable, "-c", f"open({str(marker)!r}, 'w')"]),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == FAILED_TO_CONTAIN and not marker.exists()
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("mlpilot could not contain the pipeline:")
