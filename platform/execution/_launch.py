@@ -137,16 +137,22 @@ def _mount(source: str, target: str, fstype: str | None, flags: int, data: str =
     _check(result, f"mount {target}")
 
 
-def _private_mounts(tmp_mb: float, keep: list[str], cwd: str | None) -> None:
+def _private_mounts(spec: dict) -> None:
     """In the init (the namespace's PID 1): its own /proc, one capped tmpfs for the rest.
 
-    ``keep`` are the paths the pipeline needs that lie under a folder the tmpfs covers (a
-    run folder under /tmp): each is bound back at its own path, nothing else of the host's.
+    ``hide`` are folders covered by an empty tmpfs (other users' homes). ``keep`` are the
+    paths the pipeline needs that lie under a covered folder (a run folder under /tmp, the
+    interpreter under /root): each is bound back at its own path, nothing else of the host's.
     """
+    tmp_mb, cwd = float(spec.get("tmp_mb", 64)), spec.get("cwd")
+    hide = [str(h) for h in spec.get("hide", []) if os.path.isdir(h) and not os.path.islink(h)]
     _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
     resolv = _resolver_config()
-    covered = ("/tmp", *(target for target, _ in PRIVATE_TMP))
-    held = [(path, os.open(path, os.O_PATH | os.O_CLOEXEC)) for path in _under(keep, covered)]
+    covered = ("/tmp", *(target for target, _ in PRIVATE_TMP), *hide)
+    held = [
+        (path, os.open(path, os.O_PATH | os.O_CLOEXEC))
+        for path in _under(list(spec.get("keep", [])), covered)
+    ]
     size_kb = max(1024, int(tmp_mb * 1024))
     _mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, f"size={size_kb}k,mode=1777")
     for target, mode in PRIVATE_TMP:
@@ -156,6 +162,8 @@ def _private_mounts(tmp_mb: float, keep: list[str], cwd: str | None) -> None:
         os.mkdir(staging)
         os.chmod(staging, mode)
         _mount(staging, target, None, MS_BIND)
+    for folder in hide:
+        _mount("tmpfs", folder, "tmpfs", MS_NOSUID | MS_NODEV, "size=1024k,mode=0755")
     for path, fd in held:
         os.makedirs(os.path.dirname(path), mode=0o755, exist_ok=True)
         if os.path.isdir(f"/proc/self/fd/{fd}"):
@@ -346,7 +354,7 @@ def _init(spec: dict, command: list[str], status_w: int, alive_r: int) -> None:
     _check(_libc().prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "prctl(PR_SET_PDEATHSIG)")
     if _relay_gone(alive_r):  # it ended before the signal was armed: nothing waits for us
         os._exit(FAILED_TO_CONTAIN)
-    _private_mounts(float(spec.get("tmp_mb", 64)), list(spec.get("keep", [])), spec.get("cwd"))
+    _private_mounts(spec)
     pipeline = os.fork()
     if pipeline == 0:
         os.close(status_w)

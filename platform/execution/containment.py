@@ -62,6 +62,8 @@ _SHARED_MARK = ".shared-v1"
 TMP_MAX_MB = 2048.0
 #: folders the private tmpfs serves; writable beneath them (Landlock)
 PRIVATE_TMP = ("/tmp", "/var/tmp", "/dev/shm", "/run")
+#: folders hidden from pipelines (as root): other people's homes and root's own
+HIDDEN = ("/home", "/root")
 #: device files pipelines may write (the GPU's are added where they exist)
 DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty")
 
@@ -544,13 +546,14 @@ def _restrict(
         tmp_mb = min(TMP_MAX_MB, settings.max_run_disk_mb + 4)
         keep = [str(run_dir), *map(str, stores), *reads, *map(str, _interpreter_paths())]
         keep += [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
-        contain.update(tree=True, tmp_mb=tmp_mb, cwd=str(run_dir), keep=keep)
+        contain.update(tree=True, tmp_mb=tmp_mb, cwd=str(run_dir), keep=keep, hide=list(HIDDEN))
         contain["parent_pid_env"] = protocol.ENV_PARENT_PID
         record.tree = "own PID namespace: every process of the run ends with it"
         temporary = list(PRIVATE_TMP)
         filesystem = [
             f"own mounts: /tmp, /var/tmp, /dev/shm and /run are one private tmpfs of "
-            f"{tmp_mb:g} MiB (counted in the disk cap)"
+            f"{tmp_mb:g} MiB (counted in the disk cap); {' and '.join(HIDDEN)} hidden but "
+            "for what the run needs (its folder, the stores, the interpreter)"
         ]
     else:
         record.tree = "its process group only (not applied: a PID namespace needs root)"

@@ -69,11 +69,13 @@ def test_secrets_of_root_stay_unreadable(tmp_path: Path, target: str) -> None:
     leg, out = run_script(tmp_path, code)
     assert leg.child.ok and out.strip() != "READ"
     if target.startswith("/root/"):
+        # /root is closed to the pipeline (0700), or (as root: a mount namespace) an empty
+        # folder but for what the run needs: the interpreter, the stores
         listing = run_script(
             tmp_path,
-            "import os\ntry: os.listdir('/root'); print('LISTED')\nexcept PermissionError: print('denied')",
+            "import os\ntry: print(os.listdir('/root'))\nexcept PermissionError: print('denied')",
         )[1]
-        assert listing.strip() == "denied"
+        assert listing.strip() == "denied" or repr(target.split("/")[2]) not in listing, listing
 
 
 @needs_root

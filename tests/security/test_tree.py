@@ -449,3 +449,24 @@ def test_a_step_that_cannot_be_applied_ends_the_launcher_with_one_line(tmp_path:
     assert done.returncode == FAILED_TO_CONTAIN and not marker.exists()
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("mlpilot could not contain the pipeline:")
+
+
+@needs_root
+def test_other_homes_are_hidden(tmp_path: Path) -> None:
+    """/home and /root are empty but for what the run needs (the interpreter, its stores)."""
+    someone = Path(f"/home/mlpilot-test-{uuid.uuid4().hex[:8]}")
+    someone.mkdir(mode=0o755)
+    (someone / "notes.txt").write_text("world-readable")
+    (someone / "notes.txt").chmod(0o644)
+    code = f"""
+        import os
+        print("home", os.path.exists({str(someone / "notes.txt")!r}))
+        print("ssh", os.path.exists("/root/.ssh"))
+    """
+    try:
+        leg, out = run(tmp_path, code)
+    finally:
+        (someone / "notes.txt").unlink()
+        someone.rmdir()
+    assert leg.child.ok and "home False" in out and "ssh False" in out, out
+    assert leg.containment is not None and "/home and /root hidden" in leg.containment.filesystem
