@@ -428,7 +428,8 @@ def _end_as(status: int) -> None:
     if code >= 0:
         os._exit(code)
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    signal.signal(-code, signal.SIG_DFL)
+    with contextlib.suppress(OSError, ValueError):  # SIGKILL and SIGSTOP have no handler
+        signal.signal(-code, signal.SIG_DFL)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, [-code])
     os.kill(os.getpid(), -code)
     os._exit(128 - code)

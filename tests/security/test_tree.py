@@ -136,6 +136,8 @@ def test_exit_status_and_signals_are_reported_as_before(tmp_path: Path) -> None:
     leg, _ = run(tmp_path, "import os, signal; os.kill(os.getpid(), signal.SIGSEGV)", "r2")
     assert leg.child.returncode == -11 and leg.child.signal_name == "SIGSEGV"
     assert "killed by SIGSEGV" in leg.failure()["message"]
+    leg, _ = run(tmp_path, "import os, signal; os.kill(os.getpid(), signal.SIGKILL)", "r3")
+    assert leg.child.returncode == -9 and leg.child.signal_name == "SIGKILL"
 
 
 @needs_root
