@@ -62,6 +62,8 @@ _SHARED_MARK = ".shared-v1"
 TMP_MAX_MB = 2048.0
 #: folders the private tmpfs serves; writable beneath them (Landlock)
 PRIVATE_TMP = ("/tmp", "/var/tmp", "/dev/shm", "/run")
+#: the owner of a finished run's files: just below the range, never handed out
+SEALED_ID = RUN_IDS_FIRST - 1
 #: folders hidden from pipelines (as root): other people's homes and root's own
 HIDDEN = ("/home", "/root")
 #: device files pipelines may write (the GPU's are added where they exist)
@@ -256,13 +258,16 @@ def own_run_folder(run_dir: Path, ids: RunIds) -> None:
 
 
 def seal_run_folder(run_dir: Path, ids: RunIds) -> None:
-    """After the run: everything of its uid becomes root's, so no later run of the same
-    uid reaches it; the folder stays readable as before."""
+    """After the run: everything of its uid goes to ``SEALED_ID`` (a uid no process ever
+    runs as), so no later run of the same uid reaches it, while a next leg in the same
+    folder (a CPU fallback) still gets the pipeline's own files (``own_run_folder``)."""
     for _top, dirs, files, top_fd in os.fwalk(run_dir, follow_symlinks=False):
         for name in dirs + files:
             info = os.stat(name, dir_fd=top_fd, follow_symlinks=False)
-            if info.st_uid == ids.uid or info.st_gid == ids.gid:
-                os.chown(name, 0, 0, dir_fd=top_fd, follow_symlinks=False)
+            if info.st_uid == ids.uid:
+                os.chown(name, SEALED_ID, SEALED_ID, dir_fd=top_fd, follow_symlinks=False)
+            elif info.st_gid == ids.gid:
+                os.chown(name, -1, 0, dir_fd=top_fd, follow_symlinks=False)
     os.chown(run_dir, 0, 0, follow_symlinks=False)
     run_dir.chmod(0o755)
 

@@ -387,6 +387,7 @@ def test_runs_cannot_signal_or_cancel_each_other(tmp_path: Path) -> None:
 
 @needs_root
 def test_root_files_in_the_run_folder_stay_roots(tmp_path: Path) -> None:
+    """And a second leg in the same folder (a CPU fallback) gets the first one's files."""
     run_dir = tmp_path / "home" / "runs" / "r1"
     run_dir.mkdir(parents=True)
     (run_dir / "plan.json").write_text("{}")
@@ -404,7 +405,13 @@ def test_root_files_in_the_run_folder_stay_roots(tmp_path: Path) -> None:
     assert leg.child.ok and "CHANGED" not in out and out.count("refused") == 3, out
     assert (run_dir / "plan.json").read_text() == "{}"
     # after the run nothing in the folder is left to its uid (a later run may get it)
-    assert all(p.lstat().st_uid == 0 for p in [run_dir, *run_dir.rglob("*")])
+    from mlpilot.platform.execution.containment import SEALED_ID
+
+    assert all(p.lstat().st_uid in (0, SEALED_ID) for p in [run_dir, *run_dir.rglob("*")])
+    assert (run_dir / "mine.txt").lstat().st_uid == SEALED_ID
+    again, out = run(tmp_path, "open('mine.txt', 'w').write('second leg'); print('rewrote')")
+    assert again.child.ok and "rewrote" in out, again.child.stderr_path.read_text()
+    assert (run_dir / "mine.txt").read_text() == "second leg"
 
 
 @needs_root
