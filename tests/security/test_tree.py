@@ -479,3 +479,35 @@ def test_other_homes_are_hidden(tmp_path: Path) -> None:
         someone.rmdir()
     assert leg.child.ok and "home False" in out and "ssh False" in out, out
     assert leg.containment is not None and "/home and /root hidden" in leg.containment.filesystem
+
+
+@needs_root
+def test_a_uid_is_never_handed_out_twice_nor_while_a_process_of_it_lives(tmp_path: Path) -> None:
+    import subprocess
+
+    from mlpilot.platform.execution.containment import claim_ids
+
+    slots = tmp_path / "slots"
+    first = claim_ids(tmp_path / "a", folder=str(slots))
+    second = claim_ids(tmp_path / "b", folder=str(slots))
+    assert first.uid != second.uid and (slots / str(first.slot)).read_text() == str(tmp_path / "a")
+    first.release()
+    # a leftover process of the released uid (what a vanished run could leave): skipped
+    uid = first.uid
+    leftover = subprocess.Popen(["sleep", "30"], user=uid, group=uid, extra_groups=[])
+    try:
+        _wait_until(lambda: f"\t{uid}\t" in Path(f"/proc/{leftover.pid}/status").read_text())
+        third = claim_ids(tmp_path / "c", folder=str(slots))
+        assert third.uid not in (first.uid, second.uid)
+    finally:
+        leftover.kill()
+        leftover.wait()
+    third.release()
+    assert claim_ids(tmp_path / "d", folder=str(slots)).uid == first.uid  # free again
+    second.release()
+
+
+def _wait_until(check: object, timeout: float = 10) -> None:
+    deadline = time.monotonic() + timeout
+    while not check() and time.monotonic() < deadline:  # type: ignore[operator]
+        time.sleep(0.05)
