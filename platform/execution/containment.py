@@ -1,21 +1,25 @@
 """Tier-1 containment of pipeline processes (DESIGN §8): who they run as, what they reach.
 
-When mlpilot runs as root, a pipeline runs as ``mlpilot-run``, an unprivileged system
-account created on first need (``nobody`` where accounts cannot be created). It reaches
-exactly what it legitimately writes — its run folder, the MLflow store and artifacts, the
-Optuna journal it is given — through the account's group: those folders belong to it,
-with a default ACL so that files either side creates stay writable for both, and folders
-above them that are closed to others (``/root`` is 0700) get a traverse-only ACL entry for
-that group (they stay unlistable). The metadata store, outbox and sessions live under
-``$MLPILOT_HOME/private`` (0700), which the account never reaches. Data files come as open
-descriptors, or as read-only copies in the run folder when the account may not read the
-file itself.
+When mlpilot runs as root, each pipeline runs as a uid and gid of its own (``claim_ids``:
+a slot of a reserved range, locked while its run lives, never one a live process has),
+with the ``mlpilot-run`` account's group as its one supplementary group. Through that
+group it reaches the stores it writes — the MLflow store and artifacts, the Optuna
+journal — whose folders belong to it, with a default ACL so that files either side creates
+stay writable for both, and folders above them that are closed to others (``/root`` is
+0700) get a traverse-only ACL entry for that group. Its run folder is its own
+(``own_run_folder``: ``root:<run gid>``, setgid and sticky, so mlpilot's files in it stay
+root's) and is sealed after the run (``seal_run_folder``). The metadata store, outbox and
+sessions live under ``$MLPILOT_HOME/private`` (0700), which no pipeline reaches. Data files
+come as open descriptors, or as read-only copies in the run folder.
 
-The process gets its own network namespace when every store it writes is a local file
-(a new namespace has its own loopback: servers on 127.0.0.1 become unreachable), a
-parent-death signal, and limits: processes (for the dedicated account), address space on
-the CPU engine, file size, CPU time. ``Containment`` says what was applied; it is recorded
-on the run.
+The launcher (``_launch.py``) then puts the process tree in its own PID and mount
+namespaces (a private /proc and /tmp, /home and /root hidden), its own network namespace
+when every store it writes is a local file, under ``no_new_privs``, Landlock (writes only
+beneath the run folder, the stores and its temporary folders; signals and abstract sockets
+scoped) and a seccomp filter, with a parent-death signal and limits. ``TreeWatch`` is the
+parent's side: the disk cap beyond the run folder, and the end of the tree. Without root,
+there is no uid and no namespace; Landlock, ``no_new_privs`` and seccomp still apply.
+``Containment`` says what was applied, and what not and why; it is recorded on the run.
 """
 
 from __future__ import annotations

@@ -2,8 +2,10 @@
 
 The child gets its own process group, the run directory as working directory, an
 environment allow-list (no LLM keys, no MongoDB credentials), resource limits (CPU time,
-file size, open files, no core dumps), capped captured output, and a wall-clock timeout
-that kills the whole group.
+file size, open files, no core dumps), capped captured output, a wall-clock timeout that
+kills the whole group, and a disk cap on what it writes (the run folder, and through the
+``Watch`` its private /tmp and its files in the stores). As root the launcher's namespaces
+make the group one process (the relay): killing it ends the whole tree.
 """
 
 from __future__ import annotations
