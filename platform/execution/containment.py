@@ -528,6 +528,12 @@ def _own_ids(user: RunUser, run_dir: Path, setup: ChildSetup, reads: list[str]) 
         own_run_folder(run_dir, ids)
         leg_user = RunUser(ids.name, ids.uid, ids.gid)
         mapping, fds, how = hand_over(reads, run_dir, leg_user)
+    except OSError as exc:  # a folder that cannot change owner (root squashed, say)
+        ids.release()
+        raise ExecutionError(
+            f"the run folder {run_dir} could not be given to the pipeline's own uid: {exc}",
+            hint="put MLPILOT_HOME on a local file system, or set MLPILOT_CHILD_USER=none",
+        ) from exc
     except BaseException:
         ids.release()
         raise
