@@ -35,6 +35,10 @@ LOG_LEVELS = ("debug", "info", "warning", "error")
 CHILD_USERS = ("auto", "none")
 #: the unprivileged account a pipeline runs as when mlpilot is root (MLPILOT_CHILD_USER=auto)
 RUN_ACCOUNT = "mlpilot-run"
+#: each pipeline (as root) runs as a uid and gid of its own from this range, no passwd entry
+#: needed; a slot is held by an exclusive lock in the root-only folder while its run lives
+RUN_IDS_FIRST, RUN_IDS_COUNT = 1_900_000_000, 4096
+RUN_IDS_FOLDER = "/run/mlpilot/run-ids"
 # The server behind MLPILOT_LLM_BASE_URL: it decides where the thinking budget goes
 # (hosted NIM: top level; self-hosted NIM: under nvext; vLLM and OpenAI: not sent).
 LLM_BACKENDS = ("nim", "nim-selfhosted", "vllm", "openai")

@@ -273,7 +273,12 @@ class Executor:
         env.update(setup.env)
         limits = self._limits_for(name, contained=setup.contain.get("uid") is not None)
         setup.record.limits = limits.describe()
-        lock, sampler = self._claim_device(name)
+        try:
+            lock, sampler = self._claim_device(name)
+        except BaseException:
+            if setup.watch is not None:
+                setup.watch.end()  # the run's uid is not needed after all
+            raise
         try:
             child = start_child(
                 command,
@@ -282,6 +287,7 @@ class Executor:
                 limits=limits,
                 contain=setup.contain,
                 pass_fds=setup.pass_fds,
+                watch=setup.watch,
             )
         except BaseException:
             if lock is not None:

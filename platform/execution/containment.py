@@ -1,39 +1,55 @@
 """Tier-1 containment of pipeline processes (DESIGN §8): who they run as, what they reach.
 
-When mlpilot runs as root, a pipeline runs as ``mlpilot-run``, an unprivileged system
-account created on first need (``nobody`` where accounts cannot be created). It reaches
-exactly what it legitimately writes — its run folder, the MLflow store and artifacts, the
-Optuna journal it is given — through the account's group: those folders belong to it,
-with a default ACL so that files either side creates stay writable for both, and folders
-above them that are closed to others (``/root`` is 0700) get a traverse-only ACL entry for
-that group (they stay unlistable). The metadata store, outbox and sessions live under
-``$MLPILOT_HOME/private`` (0700), which the account never reaches. Data files come as open
-descriptors, or as read-only copies in the run folder when the account may not read the
-file itself.
+When mlpilot runs as root, each pipeline runs as a uid and gid of its own (``claim_ids``:
+a slot of a reserved range, locked while its run lives, never one a live process has),
+with the ``mlpilot-run`` account's group as its one supplementary group. Through that
+group it reaches the stores it writes — the MLflow store and artifacts, the Optuna
+journal — whose folders belong to it, with a default ACL so that files either side creates
+stay writable for both, and folders above them that are closed to others (``/root`` is
+0700) get a traverse-only ACL entry for that group. Its run folder is its own
+(``own_run_folder``: ``root:<run gid>``, setgid and sticky, so mlpilot's files in it stay
+root's) and is sealed after the run (``seal_run_folder``). The metadata store, outbox and
+sessions live under ``$MLPILOT_HOME/private`` (0700), which no pipeline reaches. Data files
+come as open descriptors, or as read-only copies in the run folder.
 
-The process gets its own network namespace when every store it writes is a local file
-(a new namespace has its own loopback: servers on 127.0.0.1 become unreachable), a
-parent-death signal, and limits: processes (for the dedicated account), address space on
-the CPU engine, file size, CPU time. ``Containment`` says what was applied; it is recorded
-on the run.
+The launcher (``_launch.py``) then puts the process tree in its own PID and mount
+namespaces (a private /proc and /tmp, /home and /root hidden), its own network namespace
+when every store it writes is a local file, under ``no_new_privs``, Landlock (writes only
+beneath the run folder, the stores and its temporary folders; signals and abstract sockets
+scoped) and a seccomp filter, with a parent-death signal and limits. ``TreeWatch`` is the
+parent's side: the disk cap beyond the run folder, and the end of the tree. Without root,
+there is no uid and no namespace; Landlock, ``no_new_privs`` and seccomp still apply.
+``Containment`` says what was applied, and what not and why; it is recorded on the run.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import glob
 import json
 import logging
 import os
+import platform
 import pwd
 import shutil
 import stat
 import struct
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mlpilot.platform.config.settings import RUN_ACCOUNT
+from mlpilot.platform.config.settings import (
+    RUN_ACCOUNT,
+    RUN_IDS_COUNT,
+    RUN_IDS_FIRST,
+    RUN_IDS_FOLDER,
+)
+from mlpilot.platform.errors import ExecutionError
+from mlpilot.platform.execution import _launch
 from mlpilot.platform.ml import protocol
 
 logger = logging.getLogger(__name__)
@@ -46,6 +62,16 @@ _ACL_ACCESS, _ACL_DEFAULT = "system.posix_acl_access", "system.posix_acl_default
 _USER_OBJ, _USER, _GROUP_OBJ, _GROUP, _MASK, _OTHER = 0x01, 0x02, 0x04, 0x08, 0x10, 0x20
 _UNDEFINED_ID = 0xFFFFFFFF
 _SHARED_MARK = ".shared-v1"
+#: the private tmpfs (/tmp, /var/tmp, /dev/shm, /run) takes memory: at most this much of it
+TMP_MAX_MB = 2048.0
+#: folders the private tmpfs serves; writable beneath them (Landlock)
+PRIVATE_TMP = ("/tmp", "/var/tmp", "/dev/shm", "/run")
+#: the owner of a finished run's files: just below the range, never handed out
+SEALED_ID = RUN_IDS_FIRST - 1
+#: folders hidden from pipelines (as root): other people's homes and root's own
+HIDDEN = ("/home", "/root")
+#: device files pipelines may write (the GPU's are added where they exist)
+DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty")
 
 
 @dataclass(frozen=True)
@@ -64,11 +90,20 @@ class Containment:
     limits: dict[str, str] = field(default_factory=dict)
     data: str = "read in place"
     problems: list[str] = field(default_factory=list)
+    #: whether the whole process tree ends with the run (PID namespace)
+    tree: str = "not contained"
+    #: what of the file system it sees and may write (mount namespace, tmpfs, Landlock)
+    filesystem: str = "the host's"
+    #: no_new_privs, the seccomp filter, signal and abstract-socket scoping
+    privileges: str = "not restricted"
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "user": self.user,
             "network": self.network,
+            "tree": self.tree,
+            "filesystem": self.filesystem,
+            "privileges": self.privileges,
             "limits": dict(self.limits),
             "data": self.data,
             **({"problems": list(self.problems)} if self.problems else {}),
@@ -105,6 +140,147 @@ def _ensure_account() -> RunUser | None:
     except KeyError:
         return None
     return RunUser("nobody", entry.pw_uid, entry.pw_gid)
+
+
+# -- a uid per run -----------------------------------------------------------------------------
+@dataclass
+class RunIds:
+    """The uid and gid one pipeline runs as, held (an exclusive lock) until ``release``."""
+
+    slot: int
+    uid: int
+    gid: int
+    lock_fd: int | None
+
+    @property
+    def name(self) -> str:
+        return f"{RUN_USER}-{self.slot}"
+
+    def release(self) -> None:
+        if self.lock_fd is not None:
+            os.close(self.lock_fd)  # closing drops the lock
+            self.lock_fd = None
+
+
+def claim_ids(run_dir: Path, folder: str = RUN_IDS_FOLDER) -> RunIds:
+    """A uid (and the same gid) no live process has, locked for this run.
+
+    A slot's lock file names the run folder it was last claimed for: a slot whose owner
+    died before sealing its folder (``seal_run_folder``) is sealed now, before reuse.
+    """
+    base = _root_only_folder(Path(folder))
+    live = _live_uids()
+    start = os.getpid() % RUN_IDS_COUNT  # spread concurrent claimers over the range
+    for step in range(RUN_IDS_COUNT):
+        slot = (start + step) % RUN_IDS_COUNT
+        if RUN_IDS_FIRST + slot in live:
+            continue
+        fd = os.open(base / str(slot), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            continue
+        ids = RunIds(slot, RUN_IDS_FIRST + slot, RUN_IDS_FIRST + slot, fd)
+        if ids.uid in _live_uids():  # a process took the uid between the scan and the lock
+            ids.release()
+            continue
+        _reclaim(fd, ids)
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, os.fsencode(str(run_dir)), 0)
+        return ids
+    raise ExecutionError(
+        f"all {RUN_IDS_COUNT} pipeline uids are in use",
+        hint=f"wait for runs to end; stale locks live in {folder}",
+    )
+
+
+def _reclaim(fd: int, ids: RunIds) -> None:
+    previous = os.pread(fd, 4096, 0).decode(errors="replace").strip()
+    if previous and Path(previous).is_dir():
+        try:
+            seal_run_folder(Path(previous), ids)
+        except OSError as exc:
+            logger.warning("could not seal %s of a vanished run: %s", previous, exc)
+
+
+def _root_only_folder(folder: Path) -> Path:
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    info = folder.lstat()
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != 0 or info.st_mode & 0o022:
+        raise ExecutionError(
+            f"{folder} is not a folder of root's alone: pipeline uids are not handed out",
+            hint=f"check it, then: rm -rf {folder}",
+        )
+    return folder
+
+
+def _live_uids() -> set[int]:
+    """The real, effective and saved uids of every process on this host."""
+    uids: set[int] = set()
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/status", "rb") as fh:
+                for line in fh:
+                    if line.startswith(b"Uid:"):
+                        uids.update(int(v) for v in line.split()[1:4])
+                        break
+        except OSError:  # ended meanwhile
+            continue
+    return uids
+
+
+# -- the run folder ----------------------------------------------------------------------------
+def own_run_folder(run_dir: Path, ids: RunIds) -> None:
+    """Only this run's uid (and root) may write the folder; root's files in it stay root's.
+
+    The folder is ``root:<run gid>`` with the setgid and sticky bits: the pipeline creates
+    files (its group), but cannot remove or replace the ones mlpilot wrote (pipeline.py,
+    the plan); files a previous leg's uid left become this uid's. Others cannot enter.
+    """
+    os.chown(run_dir, 0, ids.gid, follow_symlinks=False)
+    run_dir.chmod(0o3770)
+    _drop_acls(run_dir)
+    for top, dirs, files, top_fd in os.fwalk(run_dir, follow_symlinks=False):
+        for name in dirs + files:
+            info = os.stat(name, dir_fd=top_fd, follow_symlinks=False)
+            if info.st_uid != 0:
+                os.chown(name, ids.uid, ids.gid, dir_fd=top_fd, follow_symlinks=False)
+                continue
+            if stat.S_ISLNK(info.st_mode):
+                continue
+            os.chown(name, 0, ids.gid, dir_fd=top_fd, follow_symlinks=False)
+            mode = stat.S_IMODE(info.st_mode)
+            if stat.S_ISDIR(info.st_mode):
+                mode |= stat.S_IRWXG | stat.S_ISGID | stat.S_ISVTX
+            else:
+                mode = (mode | stat.S_IRGRP) & ~(stat.S_IWGRP | stat.S_IWOTH)
+            os.chmod(name, mode, dir_fd=top_fd)
+            _drop_acls(Path(top) / name)
+
+
+def seal_run_folder(run_dir: Path, ids: RunIds) -> None:
+    """After the run: everything of its uid goes to ``SEALED_ID`` (a uid no process ever
+    runs as), so no later run of the same uid reaches it, while a next leg in the same
+    folder (a CPU fallback) still gets the pipeline's own files (``own_run_folder``)."""
+    for _top, dirs, files, top_fd in os.fwalk(run_dir, follow_symlinks=False):
+        for name in dirs + files:
+            info = os.stat(name, dir_fd=top_fd, follow_symlinks=False)
+            if info.st_uid == ids.uid:
+                os.chown(name, SEALED_ID, SEALED_ID, dir_fd=top_fd, follow_symlinks=False)
+            elif info.st_gid == ids.gid:
+                os.chown(name, -1, 0, dir_fd=top_fd, follow_symlinks=False)
+    os.chown(run_dir, 0, 0, follow_symlinks=False)
+    run_dir.chmod(0o755)
+
+
+def _drop_acls(path: Path) -> None:
+    """An ACL an older mlpilot set (its pipelines' shared group) would outlive the chown."""
+    for name in (_ACL_ACCESS, _ACL_DEFAULT):
+        with contextlib.suppress(OSError):
+            os.removexattr(path, name, follow_symlinks=False)
 
 
 # -- access ------------------------------------------------------------------------------------
@@ -256,6 +432,7 @@ class ChildSetup:
     pass_fds: tuple[int, ...]
     env: dict[str, str]
     record: Containment
+    watch: TreeWatch | None = None
 
     def close_fds(self) -> None:
         """The parent's copies of the handed-over descriptors (the child keeps its own)."""
@@ -264,6 +441,67 @@ class ChildSetup:
                 os.close(fd)
             except OSError as exc:
                 logger.debug("descriptor %d already closed: %s", fd, exc)
+
+
+class TreeWatch:
+    """The parent's side of one contained tree: what it wrote beyond its run folder (for
+    the disk cap) and, once it has ended, the sealing of its folder and the uid's release."""
+
+    def __init__(
+        self,
+        run_dir: Path,
+        ids: RunIds | None,
+        stores: list[tuple[Path, bool]],
+        *,
+        private_tmp: bool,
+    ) -> None:
+        self.run_dir, self.ids, self.stores = run_dir, ids, stores
+        self.private_tmp = private_tmp
+        self._baseline = self._stores_mb()  # a reused uid's files of earlier runs
+
+    def extra_mb(self, pid: int) -> float:
+        """The private tmpfs's use and the files its uid owns in the stores, MiB."""
+        used = 0.0
+        private = f"/proc/{pid}/root/tmp"
+        with contextlib.suppress(OSError):  # gone: it writes nothing more
+            # until its init has mounted the tmpfs, that path is still the host's /tmp
+            if self.private_tmp and os.stat(private).st_dev != os.stat("/tmp").st_dev:
+                info = os.statvfs(private)
+                used = (info.f_blocks - info.f_bfree) * info.f_frsize / 2**20
+        return used + max(0.0, self._stores_mb() - self._baseline)
+
+    def _stores_mb(self) -> float:
+        if self.ids is None:
+            return 0.0
+        return sum(_owned_mb(folder, self.ids.uid, deep) for folder, deep in self.stores) / 2**20
+
+    def end(self) -> None:
+        """After every process of the tree is gone (idempotent)."""
+        ids, self.ids = self.ids, None
+        if ids is None:
+            return
+        try:
+            seal_run_folder(self.run_dir, ids)
+        except OSError as exc:  # the slot's next claimer seals it (claim_ids)
+            logger.warning("could not seal %s: %s", self.run_dir, exc)
+        ids.release()
+
+
+def _owned_mb(folder: Path, uid: int, deep: bool) -> float:
+    """Bytes of the files ``uid`` owns in ``folder`` (beneath it when ``deep``, else in its
+    own subfolders only), never following links."""
+    total, stack = 0, [folder]
+    while stack:
+        current = stack.pop()
+        with contextlib.suppress(OSError), os.scandir(current) as entries:
+            for entry in entries:
+                info = entry.stat(follow_symlinks=False)
+                if stat.S_ISDIR(info.st_mode):
+                    if deep or info.st_uid == uid:
+                        stack.append(Path(entry.path))
+                elif info.st_uid == uid:
+                    total += info.st_blocks * 512
+    return float(total)
 
 
 def set_up_child(settings: Any, *, engine: str, run_dir: Path, reads: list[str]) -> ChildSetup:
@@ -280,14 +518,102 @@ def set_up_child(settings: Any, *, engine: str, run_dir: Path, reads: list[str])
             record.user = f"root (the stores could not be shared with {user.name}: {exc})"
             record.problems.append(str(exc))
             user = None
-    if user is not None:
-        mapping, fds, how = hand_over(reads, run_dir, user)
-        setup.contain.update(uid=user.uid, gid=user.gid)
-        setup.pass_fds, record.data = tuple(fds), how
-        if mapping:
-            setup.env[protocol.ENV_READ_MAP] = json.dumps(mapping)
-        setup.env["HOME"] = str(run_dir)  # caches (matplotlib, …) go where it may write
+    ids = _own_ids(user, run_dir, setup, reads) if user is not None else None
+    _restrict(settings, setup, run_dir, ids, reads)
     return setup
+
+
+def _own_ids(user: RunUser, run_dir: Path, setup: ChildSetup, reads: list[str]) -> RunIds:
+    """The run's own uid and gid, its folder theirs, its data handed over to them."""
+    ids = claim_ids(run_dir)
+    try:
+        own_run_folder(run_dir, ids)
+        leg_user = RunUser(ids.name, ids.uid, ids.gid)
+        mapping, fds, how = hand_over(reads, run_dir, leg_user)
+    except OSError as exc:  # a folder that cannot change owner (root squashed, say)
+        ids.release()
+        raise ExecutionError(
+            f"the run folder {run_dir} could not be given to the pipeline's own uid: {exc}",
+            hint="put MLPILOT_HOME on a local file system, or set MLPILOT_CHILD_USER=none",
+        ) from exc
+    except BaseException:
+        ids.release()
+        raise
+    # the stores stay reachable through the account's group (as a supplementary group)
+    setup.contain.update(uid=ids.uid, gid=ids.gid, groups=[user.gid])
+    setup.pass_fds, setup.record.data = tuple(fds), how
+    if mapping:
+        setup.env[protocol.ENV_READ_MAP] = json.dumps(mapping)
+    # caches (matplotlib, …) go where it may write; libraries that ask get a name
+    setup.env.update(HOME=str(run_dir), USER=ids.name, LOGNAME=ids.name)
+    setup.record.user = f"{ids.name} (uid {ids.uid}, groups {user.name}; its own for this run)"
+    return ids
+
+
+def _restrict(
+    settings: Any, setup: ChildSetup, run_dir: Path, ids: RunIds | None, reads: list[str]
+) -> None:
+    """The tree (PID and mount namespaces, as root), Landlock, no_new_privs and seccomp."""
+    root = os.geteuid() == 0
+    databases, folders = _store_paths(settings)
+    stores = [db.parent for db in databases] + folders
+    contain, record = setup.contain, setup.record
+    if root:
+        # a little past the cap: filling it is the cap's breach (DiskLimit), not ENOSPC
+        tmp_mb = min(TMP_MAX_MB, settings.max_run_disk_mb + 4)
+        keep = [str(run_dir), *map(str, stores), *reads, *map(str, _interpreter_paths())]
+        keep += [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+        contain.update(tree=True, tmp_mb=tmp_mb, cwd=str(run_dir), keep=keep, hide=list(HIDDEN))
+        contain["parent_pid_env"] = protocol.ENV_PARENT_PID
+        record.tree = "own PID namespace: every process of the run ends with it"
+        temporary = list(PRIVATE_TMP)
+        filesystem = [
+            f"own mounts: /tmp, /var/tmp, /dev/shm and /run are one private tmpfs of "
+            f"{tmp_mb:g} MiB (counted in the disk cap); {' and '.join(HIDDEN)} hidden but "
+            "for what the run needs (its folder, the stores, the interpreter)"
+        ]
+    else:
+        record.tree = "its process group only (not applied: a PID namespace needs root)"
+        cache = Path.home() / ".cache"  # a rule needs the folder to exist
+        with contextlib.suppress(OSError):
+            cache.mkdir(mode=0o700, exist_ok=True)
+        temporary = [tempfile.gettempdir(), "/var/tmp", "/dev/shm", str(cache)]
+        filesystem = ["the host's mounts (not applied: a mount namespace needs root)"]
+    abi = _launch.landlock_abi()
+    if abi:
+        writable = [str(run_dir), *map(str, stores), *temporary]
+        contain.update(landlock=True, writable=writable, devices=_devices())
+        filesystem.append(
+            f"writes only beneath the run folder, the stores and {', '.join(temporary)} "
+            f"(Landlock ABI {abi})"
+        )
+    else:
+        filesystem.append("writes not restricted (not applied: this kernel has no Landlock)")
+    record.filesystem = "; ".join(filesystem)
+    record.privileges = _privileges(contain, abi)
+    deep = [(db.parent, False) for db in databases] + [(folder, True) for folder in folders]
+    setup.watch = TreeWatch(run_dir, ids, deep, private_tmp=root)
+
+
+def _privileges(contain: dict[str, Any], abi: int) -> str:
+    said = ["no_new_privs"]
+    if _launch.seccomp_supported():
+        contain["seccomp"] = True
+        refused = len(_launch.REFUSED[platform.machine()])
+        said.append(f"seccomp filter ({refused} system calls and namespace clones refused)")
+    else:
+        said.append("no seccomp filter (not applied: not available on this kernel or CPU)")
+    if abi >= 6:
+        said.append("signals and abstract Unix sockets scoped to its own tree (Landlock)")
+    else:
+        said.append("signals and abstract sockets not scoped (not applied: Landlock ABI < 6)")
+    return "; ".join(said)
+
+
+def _devices() -> list[str]:
+    """The device files a pipeline writes: the usual ones, and the GPU's where present."""
+    found = [*DEVICES, *glob.glob("/dev/nvidia*"), *glob.glob("/dev/nvidia-caps/*")]
+    return [path for path in found if os.path.exists(path) and not os.path.isdir(path)]
 
 
 def _describe_user(user: RunUser | None, settings: Any) -> str:
@@ -295,7 +621,11 @@ def _describe_user(user: RunUser | None, settings: Any) -> str:
         return f"{user.name} (uid {user.uid})"
     if os.geteuid() == 0:
         return "root (MLPILOT_CHILD_USER=none)" if settings.child_user == "none" else "root"
-    return f"{pwd.getpwuid(os.geteuid()).pw_name} (mlpilot's own user: not root)"
+    try:
+        name = pwd.getpwuid(os.geteuid()).pw_name
+    except KeyError:  # a uid without a passwd entry (containers)
+        name = f"uid {os.geteuid()}"
+    return f"{name} (mlpilot's own user: not root)"
 
 
 def _network(settings: Any) -> tuple[bool, str]:
@@ -336,7 +666,7 @@ def _share_stores(settings: Any, run_dir: Path, user: RunUser) -> None:
     databases, folders = _store_paths(settings)
     for code in _interpreter_paths():  # Python itself may live under /root (pyenv)
         grant_traverse(code / "x", user)
-    share_folder(run_dir, user)
+    run_dir.mkdir(parents=True, exist_ok=True)  # the run's own uid gets it (own_run_folder)
     grant_traverse(run_dir, user)
     for db in databases:
         # sqlite writes -wal/-shm beside the database: its folder must take new files; the

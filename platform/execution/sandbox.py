@@ -2,8 +2,10 @@
 
 The child gets its own process group, the run directory as working directory, an
 environment allow-list (no LLM keys, no MongoDB credentials), resource limits (CPU time,
-file size, open files, no core dumps), capped captured output, and a wall-clock timeout
-that kills the whole group.
+file size, open files, no core dumps), capped captured output, a wall-clock timeout that
+kills the whole group, and a disk cap on what it writes (the run folder, and through the
+``Watch`` its private /tmp and its files in the stores). As root the launcher's namespaces
+make the group one process (the relay): killing it ends the whole tree.
 """
 
 from __future__ import annotations
@@ -86,6 +88,18 @@ class Cancel(Protocol):
     """Anything that says when to stop: a ``threading.Event``, a cancel file."""
 
     def is_set(self) -> bool: ...
+
+
+class Watch(Protocol):
+    """The parent's side of a contained tree (``containment.TreeWatch``)."""
+
+    def extra_mb(self, pid: int) -> float:
+        """What the tree wrote outside its run folder (its private tmpfs, the stores)."""
+        ...
+
+    def end(self) -> None:
+        """Called once every process of the tree is gone."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -227,14 +241,14 @@ def start_child(
     log_prefix: str = "",
     contain: dict[str, object] | None = None,
     pass_fds: tuple[int, ...] = (),
+    watch: Watch | None = None,
 ) -> ContainedChild:
     """Start ``command`` contained and return at once; ``wait`` (or ``kill``) ends it.
 
-    The launcher (``_launch.py``) applies ``contain`` (network namespace, user) and the
-    limits, then becomes ``command``; ``pass_fds`` stay open in it (data descriptors).
+    The launcher (``_launch.py``) applies ``contain`` (namespaces, user, Landlock,
+    seccomp) and the limits, then becomes ``command``; ``pass_fds`` stay open in it (data
+    descriptors). ``watch`` counts its writes beyond ``cwd`` and ends with it.
     """
-    from mlpilot.platform.execution.containment import launcher_command
-
     cwd.mkdir(parents=True, exist_ok=True)
     names = f"{log_prefix}stdout.txt", f"{log_prefix}stderr.txt"
     stdout_path, stderr_path = cwd / names[0], cwd / names[1]
@@ -244,30 +258,53 @@ def start_child(
         fds = [folder.create(name) for name in names]
     start = time.monotonic()
     spec = {"limits": limits.rlimits(), **(contain or {})}
+    if spec.get("tree"):  # the script and interpreter stay in sight under a private /tmp
+        spec["keep"] = [*spec.get("keep", []), *(a for a in command if os.path.isabs(a))]  # type: ignore[misc]
     try:
-        proc = subprocess.Popen(
-            launcher_command(spec, command),
-            cwd=str(cwd),
-            env=dict(env),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            pass_fds=pass_fds,
-            start_new_session=True,  # its own process group: a timeout kills every descendant
+        return _popen(
+            command, spec, cwd, env, limits, pass_fds, watch, start, (stdout_path, stderr_path), fds
         )
     except BaseException:
         for fd in fds:
             os.close(fd)
+        if watch is not None:
+            watch.end()
         raise
+
+
+def _popen(
+    command: list[str],
+    spec: dict[str, object],
+    cwd: Path,
+    env: Mapping[str, str],
+    limits: Limits,
+    pass_fds: tuple[int, ...],
+    watch: Watch | None,
+    start: float,
+    paths: tuple[Path, Path],
+    fds: list[int],
+) -> ContainedChild:
+    from mlpilot.platform.execution.containment import launcher_command
+
+    proc = subprocess.Popen(
+        launcher_command(spec, command),
+        cwd=str(cwd),
+        env=dict(env),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        pass_fds=pass_fds,
+        start_new_session=True,  # its own process group: a timeout kills every descendant
+    )
     cap = int(limits.output_mb * 1024 * 1024)
-    result = ChildResult(None, 0.0, stdout_path=stdout_path, stderr_path=stderr_path)
+    result = ChildResult(None, 0.0, stdout_path=paths[0], stderr_path=paths[1])
     readers = [
         threading.Thread(target=_drain, args=(stream, fd, cap, result, name), daemon=True)
         for stream, fd, name in ((proc.stdout, fds[0], "stdout"), (proc.stderr, fds[1], "stderr"))
     ]
     for reader in readers:
         reader.start()
-    return ContainedChild(proc, readers, result, start, limits, cwd)
+    return ContainedChild(proc, readers, result, start, limits, cwd, watch)
 
 
 class ContainedChild:
@@ -281,9 +318,11 @@ class ContainedChild:
         start: float,
         limits: Limits,
         folder: Path,
+        watch: Watch | None = None,
     ) -> None:
         self.proc, self._readers, self._result = proc, readers, result
         self._start, self._limits, self._folder = start, limits, folder
+        self._watch = watch
         self._next_disk_check = start
 
     def kill(self) -> ChildResult:
@@ -324,13 +363,17 @@ class ContainedChild:
         return self._collect(poll)
 
     def _over_disk_cap(self) -> bool:
-        """Every few seconds: has the run folder passed ``run_disk_mb``?"""
+        """Every few seconds: have its writes passed ``run_disk_mb``? The run folder, and
+        (``watch``) its private /tmp and its files in the stores."""
         cap = self._limits.run_disk_mb
         now = time.monotonic()
         if not cap or now < self._next_disk_check:
             return False
         self._next_disk_check = now + DISK_CHECK_EVERY_S
-        return folder_mb(self._folder) > cap
+        used = folder_mb(self._folder)
+        if self._watch is not None and used <= cap:
+            used += self._watch.extra_mb(self.proc.pid)
+        return used > cap
 
     def _collect(self, poll: Callable[[], None] | None) -> ChildResult:
         proc, result = self.proc, self._result
@@ -338,6 +381,8 @@ class ContainedChild:
         # what the pipeline left behind in its group (a forked helper, a fork bomb) ends too
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(proc.pid, signal.SIGKILL)
+        if self._watch is not None:  # the tree is gone: seal its folder, free its uid
+            self._watch.end()
         for reader in self._readers:
             reader.join(timeout=5)
         if poll:

@@ -11,6 +11,7 @@ fails loudly instead of being dropped by a ``.get()``.
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -141,7 +142,9 @@ class PipelineResult:
     def write(self, folder: Path) -> None:
         """Atomically: the parent never reads half a result."""
         path = folder / RESULT_FILE
-        tmp = path.with_suffix(".tmp")
+        # one name per process: forked copies that fail at once (a fork bomb) must not
+        # truncate each other's file before it is renamed in
+        tmp = path.with_name(f".{RESULT_FILE}.{os.getpid()}.tmp")
         tmp.write_text(self.to_json(), encoding="utf-8")
         tmp.replace(path)
 

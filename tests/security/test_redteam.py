@@ -171,7 +171,9 @@ def _assert_contained(report: dict[str, str], home: Path, listener: Listener) ->
     assert report["socket"].startswith("refused") and listener.received == []
     assert not report["whoami"].startswith("uid 0"), report["whoami"]
     for path in ("/etc/shadow", str(KEY_FILE), "$HOME/private/metadata.db"):
-        assert report[f"read {path}"].startswith("refused: PermissionError"), report
+        # root's home is hidden from the pipeline (its own mounts): the key is not there
+        hidden = ("refused: FileNotFoundError",) if path.startswith("/root/") else ()
+        assert report[f"read {path}"].startswith(("refused: PermissionError", *hidden)), report
     for path in ("/etc/mlpilot-redteam", "/root/mlpilot-redteam"):
         assert report[f"write {path}"].startswith("refused: PermissionError")
         assert not Path(path).exists()

@@ -145,7 +145,8 @@ def _count_mine(study: optuna.Study) -> int:
 
     def mine(trial: optuna.trial.FrozenTrial) -> bool:
         owner = trial.user_attrs.get(OWNER_ATTR) or {}
-        return owner.get("pid") == me["pid"] and owner.get("host") == me["host"]
+        same = ("pid", "host", "pidns")  # every contained pipeline is pid 2 of its namespace
+        return all(owner.get(key) == me.get(key) for key in same)
 
     return sum(t.state.is_finished() and mine(t) for t in study.get_trials(deepcopy=False))
 

@@ -104,7 +104,16 @@ def owner_record() -> dict[str, Any]:
     if pid not in _OWNER:
         stat = _proc_stat(pid)
         _OWNER[pid] = {"host": socket.gethostname(), "pid": pid, "start": stat[1] if stat else None}
+        if _pid_namespace():  # a contained pipeline's pid means something in its own only
+            _OWNER[pid]["pidns"] = _pid_namespace()
     return dict(_OWNER[pid])
+
+
+def _pid_namespace() -> str | None:
+    try:
+        return os.readlink("/proc/self/ns/pid")
+    except OSError:
+        return None
 
 
 def claim(trial: optuna.Trial) -> None:
@@ -140,6 +149,8 @@ def reap_dead_trials(study: optuna.Study) -> list[int]:
         owner = trial.user_attrs.get(OWNER_ATTR)
         if not isinstance(owner, dict) or owner.get("host") != host:
             continue
+        if owner.get("pidns", _pid_namespace()) != _pid_namespace():
+            continue  # another run's PID namespace: its pids cannot be looked up from here
         pid = int(owner.get("pid", 0))
         if pid == me or process_alive(pid, owner.get("start")):
             continue
