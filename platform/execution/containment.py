@@ -2,8 +2,8 @@
 
 When mlpilot runs as root, a pipeline runs as ``mlpilot-run``, an unprivileged system
 account created on first need (``nobody`` where accounts cannot be created). It reaches
-exactly what it legitimately writes — its run folder, the MLflow store and artifacts, the
-Optuna journal it is given — through the account's group: those folders belong to it,
+exactly what it legitimately writes — its run folder and the Optuna journal it is given
+(never the MLflow store or its artifacts: the parent logs to MLflow on its behalf) — through the account's group: those folders belong to it,
 with a default ACL so that files either side creates stay writable for both, and folders
 above them that are closed to others (``/root`` is 0700) get a traverse-only ACL entry for
 that group (they stay unlistable). The metadata store, outbox and sessions live under
@@ -300,13 +300,10 @@ def _network(settings: Any) -> tuple[bool, str]:
     """Own network namespace only when every store the child writes is a local file."""
     if os.geteuid() != 0:
         return False, "not isolated (needs root)"
+    # the parent logs to MLflow for the pipeline (execution/relay.py): only Optuna counts
     remote = [
         name
-        for name, uri in (
-            ("tracking", settings.tracking_uri),
-            ("artifacts", settings.artifact_root or ""),
-            ("optuna", settings.optuna_storage),
-        )
+        for name, uri in (("optuna", settings.optuna_storage),)
         if "://" in uri and not uri.startswith(("sqlite:///", "file:"))
     ]
     if remote:
@@ -315,16 +312,11 @@ def _network(settings: Any) -> tuple[bool, str]:
 
 
 def _store_paths(settings: Any) -> tuple[list[Path], list[Path]]:
-    """The database files and the folders the child writes (MLflow, artifacts, Optuna)."""
+    """The database files and the folders the child writes (the Optuna storage only: the
+    MLflow store and its artifacts are the parent's, which logs for the pipeline)."""
     databases, folders = [], []
-    for uri in (settings.tracking_uri, settings.optuna_storage):
-        if uri.startswith("sqlite:///"):
-            databases.append(Path(uri.removeprefix("sqlite:///")).expanduser())
-    if (settings.artifact_root or "").startswith("file:"):
-        from urllib.parse import urlparse
-        from urllib.request import url2pathname
-
-        folders.append(Path(url2pathname(urlparse(settings.artifact_root).path)))
+    if settings.optuna_storage.startswith("sqlite:///"):
+        databases.append(Path(settings.optuna_storage.removeprefix("sqlite:///")).expanduser())
     if "://" not in settings.optuna_storage:  # a journal file: its folder holds its locks
         folders.append(Path(settings.optuna_storage).expanduser().parent)
     return databases, folders
