@@ -103,7 +103,6 @@ def test_a_leg_never_learns_an_mlflow_run_id(tmp_path: Path, monkeypatch: object
     assert seen == {"MLFLOW_RUN_ID": None, "MLPILOT_RELAY": "1"}
     assert sorted(p.name for p in (tmp_path / "run").iterdir() if p.name != ".shared-v1") == [
         "seen.json",
-        "show_env.py",
         "stderr.txt",
         "stdout.txt",
     ]
