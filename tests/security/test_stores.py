@@ -216,3 +216,82 @@ def test_refused_records_are_notes_never_applied(lab: Path, attack: dict) -> Non
     assert doc["status"] == "SUCCEEDED"
     assert not (doc.get("model") or {}).get("sha256"), doc.get("model")
     assert outcome["model_uri"] is None
+
+
+# -- the relay alone: real sqlite MLflow, no pipeline process --------------------------------
+@pytest.fixture
+def relayed(tmp_path: Path) -> Any:
+    from mlflow import MlflowClient
+
+    client = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    experiment = client.create_experiment("e", artifact_location=(tmp_path / "art").as_uri())
+    run = client.create_run(experiment)
+    (tmp_path / "run").mkdir()
+    return client, run.info.run_id, tmp_path / "run"
+
+
+def test_a_relayed_model_is_a_logged_model_that_loads_verified(relayed: Any) -> None:
+    import numpy as np
+    import pandas as pd
+    from sklearn.linear_model import Ridge
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    from mlpilot.platform.execution.relay import Relay
+    from mlpilot.platform.ml.relayed_logger import RelayedRunLogger
+    from mlpilot.tracking.trust import load_verified, recorded_digests
+
+    client, run_id, run_dir = relayed
+    frame = pd.DataFrame({"a": np.arange(20.0), "b": np.arange(20.0) % 3})
+    model = make_pipeline(StandardScaler(), Ridge()).fit(frame, frame["a"] * 2)
+    assert RelayedRunLogger(run_dir).log_model(model, input_example=frame.head(3)) is None
+    out = Relay(run_dir, client, run_id).drain()
+    assert out.notes == [] and out.model_uri and out.model_uri.startswith("models:/m-")
+    found = client.search_logged_models(
+        [client.get_run(run_id).info.experiment_id], filter_string=f"source_run_id = '{run_id}'"
+    )
+    assert [f"models:/{m.model_id}" for m in found] == [out.model_uri]
+    assert str(found[0].status) in ("READY", "LoggedModelStatus.READY")
+    assert recorded_digests(client, out.model_uri) == out.model_digests
+    loaded = load_verified(client, out.model_uri, run_dir.parent / "check")
+    assert np.allclose(loaded.predict(frame.head(3)), model.predict(frame.head(3)))
+
+
+def test_hostile_lines_are_refused_and_nothing_of_them_is_logged(relayed: Any) -> None:
+    from mlpilot.platform.execution.relay import Relay
+
+    client, run_id, run_dir = relayed
+    lines = [
+        '{"type": "metrics", "values": {"x": NaN}}',
+        '{"type": "metrics", "values": {"bad key!": 1}}',
+        '{"type": "params", "values": {"p": 3}}',
+        '{"type": "tags", "values": {"mlpilot.state": "FAILED"}}',
+        '{"type": "tags", "values": {"mlflow.user": "root"}}',
+        '{"type": "tags", "values": {"mlpilot.trust.key": "x"}}',
+        '{"type": "shell", "values": {}}',
+        '{"type": "tags", "values": {"ok": "1"}, "extra": 1}',
+        "[1, 2]",
+        '{"type": "artifact", "path": "/etc/passwd"}',
+        '{"type": "model", "path": "../.."}',
+        '{"type": "end_run", "status": "FINISHED"}',
+        '{"type": "metrics", "values": {"kept": 1.5}}',
+    ]
+    (run_dir / "tracking.jsonl").write_text("\n".join(lines) + "\n")
+    out = Relay(run_dir, client, run_id).drain()
+    assert out.refused == len(lines) - 1, out.notes
+    data = client.get_run(run_id).data
+    assert data.metrics == {"kept": 1.5} and data.params == {}
+    assert not {"mlpilot.state", "mlflow.user", "mlpilot.trust.key", "ok"} & set(data.tags)
+    assert client.list_artifacts(run_id) == []
+
+
+def test_a_linked_record_file_is_never_read(relayed: Any, tmp_path: Path) -> None:
+    from mlpilot.platform.execution.relay import Relay
+
+    client, run_id, run_dir = relayed
+    elsewhere = tmp_path / "elsewhere.jsonl"
+    elsewhere.write_text('{"type": "metrics", "values": {"planted": 1}}\n')
+    (run_dir / "tracking.jsonl").symlink_to(elsewhere)
+    out = Relay(run_dir, client, run_id).drain()
+    assert out.refused == 1 and "link" in out.notes[0]
+    assert client.get_run(run_id).data.metrics == {}
