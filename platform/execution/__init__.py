@@ -292,7 +292,7 @@ class Executor:
 
             return Relay(
                 run_dir,
-                make_client(settings),
+                lambda: make_client(settings),
                 run_id,
                 registrations=registrations,
                 file_limit=int(settings.max_file_mb * 2**20),

@@ -120,7 +120,8 @@ class Relay:
         registrations: tuple[Registration, ...] = (),
         file_limit: int = 2**31,
     ) -> None:
-        self.run_dir, self.client, self.run_id = run_dir, client, run_id
+        # a client, or what makes one: opened on the first record (a leg may log nothing)
+        self.run_dir, self._client, self.run_id = run_dir, client, run_id
         self._main: Any = None
         self.registrations = list(registrations)
         self.file_limit = file_limit
@@ -131,6 +132,12 @@ class Relay:
         self.models = 0
         self.out = RelayOutcome()
         self._broken = False
+
+    @property
+    def client(self) -> Any:
+        if callable(self._client):
+            self._client = self._client()
+        return self._client
 
     @property
     def main(self) -> Any:
