@@ -295,3 +295,27 @@ def test_a_linked_record_file_is_never_read(relayed: Any, tmp_path: Path) -> Non
     out = Relay(run_dir, client, run_id).drain()
     assert out.refused == 1 and "link" in out.notes[0]
     assert client.get_run(run_id).data.metrics == {}
+
+
+def test_a_plan_predicts_with_a_store_model_the_parent_verified(
+    lab: Path, victim: dict[str, Any]
+) -> None:
+    """The pipeline cannot reach the store: mlpilot fetches and verifies the model into a
+    read-only folder of the run before it starts, and the pipeline loads that copy."""
+    steps = [
+        {"tool": "predict", "args": {"data_path": str(lab / "sales.csv"), "model_uri": uri}}
+        for uri in ("models:/victim@champion", None)  # None: the experiment's best
+    ]
+    done, outcome = _run(lab, steps)
+    assert done.returncode == 0, done.stderr[-3000:]
+    run_dir = Path(outcome["run_dir"])
+    provided = sorted((run_dir / "store-models").iterdir())
+    assert [p.name for p in provided] == ["0", "1"]
+    for folder in provided:
+        assert (folder.stat().st_mode & 0o222) == 0 and (folder / "MLmodel").is_file()
+        assert all(p.stat().st_mode & 0o222 == 0 for p in folder.rglob("*"))
+    assert outcome["predictions"]["model"] in (
+        "models:/victim@champion",
+        "the experiment's best model",
+    )
+    assert outcome["predictions"]["rows"] == 300
