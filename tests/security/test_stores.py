@@ -319,3 +319,29 @@ def test_a_plan_predicts_with_a_store_model_the_parent_verified(
         "the experiment's best model",
     )
     assert outcome["predictions"]["rows"] == 300
+
+
+def test_a_registration_whose_alias_fails_leaves_no_version(relayed: Any) -> None:
+    import numpy as np
+    import pandas as pd
+    from mlflow.exceptions import MlflowException
+    from sklearn.linear_model import Ridge
+
+    from mlpilot.platform.errors import TrackingError
+    from mlpilot.platform.execution.relay import Relay
+    from mlpilot.platform.ml.relayed_logger import RelayedRunLogger
+    from mlpilot.tracking import registry
+
+    client, run_id, run_dir = relayed
+    frame = pd.DataFrame({"a": np.arange(10.0)})
+    RelayedRunLogger(run_dir).log_model(Ridge().fit(frame, frame["a"]))
+    uri = Relay(run_dir, client, run_id).drain().model_uri
+    assert uri
+    with pytest.raises(TrackingError):  # MLflow reserves aliases like v3 for versions
+        registry.register(client, model_uri=uri, name="atomic", alias="v3", source_run_id=run_id)
+    assert client.search_model_versions("name = 'atomic'") == []
+    with pytest.raises(MlflowException):
+        client.get_registered_model("atomic")
+    done = registry.register(client, model_uri=uri, name="atomic", alias="ok", source_run_id=run_id)
+    assert done["version"] == "1"
+    assert str(client.get_model_version_by_alias("atomic", "ok").version) == "1"
