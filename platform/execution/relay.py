@@ -82,6 +82,9 @@ RESERVED_TAGS = frozenset(
     }
 )
 _RESERVED_PREFIXES = ("mlflow.", vocab.TAG_DEVICE_PREFIX, vocab.TAG_SPEEDUP_PREFIX, "mlpilot.trust")
+#: artifacts only the parent writes (the request, the script, the logs, the timings)
+RESERVED_ARTIFACTS = frozenset({"prompt.txt", "plan.json", "pipeline.py", "timings.json"})
+RESERVED_ARTIFACT_FOLDERS = ("logs", "llm", "data")
 #: a nested run's kind is the one reserved tag a pipeline sets, and only to these
 _NESTED_KINDS = (vocab.KIND_TRIAL,)
 
@@ -259,6 +262,9 @@ class Relay:
             raise Refused(f"more than {MAX_ARTIFACTS} artifacts")
         name = _staged(record.path)
         folder = _relative(record.artifact_path) if record.artifact_path else None
+        where = f"{folder}/{PurePosixPath(name).name}" if folder else PurePosixPath(name).name
+        if where in RESERVED_ARTIFACTS or where.split("/")[0] in RESERVED_ARTIFACT_FOLDERS:
+            raise Refused(f"artifact {where!r} is one mlpilot writes itself")
         with tempfile.TemporaryDirectory(prefix="mlpilot-relay-") as tmp:
             local = Path(tmp) / PurePosixPath(name).name
             with RunFolder(self.run_dir) as run_folder:

@@ -274,8 +274,13 @@ def test_hostile_lines_are_refused_and_nothing_of_them_is_logged(relayed: Any) -
         '{"type": "artifact", "path": "/etc/passwd"}',
         '{"type": "model", "path": "../.."}',
         '{"type": "end_run", "status": "FINISHED"}',
+        '{"type": "artifact", "path": "1/pipeline.py"}',
+        '{"type": "artifact", "path": "1/stdout.txt", "artifact_path": "logs"}',
         '{"type": "metrics", "values": {"kept": 1.5}}',
     ]
+    (run_dir / "staged" / "1").mkdir(parents=True)
+    for name in ("pipeline.py", "stdout.txt"):  # would replace what mlpilot itself logged
+        (run_dir / "staged" / "1" / name).write_text("import os")
     (run_dir / "tracking.jsonl").write_text("\n".join(lines) + "\n")
     out = Relay(run_dir, client, run_id).drain()
     assert out.refused == len(lines) - 1, out.notes
