@@ -147,7 +147,7 @@ def print_same_work(
     newest = max((work / "home" / "runs").glob("*/result.json"), key=lambda p: p.stat().st_mtime)
     result = json.loads(newest.read_text())
     # the model's URI is mlpilot's record (the parent logged it), not the pipeline's result
-    model_uri = json.loads(run_out)["model_uri"]
+    model_uri = json.loads(run_out.rsplit("MEASURE", 1)[0])["model_uri"]
     hand_rmse = float(hand_out.split("test_rmse")[1].split()[0])
     hand_iter = int(hand_out.split("n_iter")[1].split()[0])
     print(
