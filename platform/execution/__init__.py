@@ -219,8 +219,9 @@ class Executor:
         (``relay.py``). Without it the pipeline starts before its MLflow run exists: it reads
         data while the parent creates the run, and ``hand_over_run`` names the run to relay
         to (records written meanwhile wait in the folder). ``registrations`` are what the
-        plan's ``register_model`` steps allow the pipeline to ask for. ``engine`` may be the ``EngineChoice``: an ``auto`` GPU choice
-        then reruns on the CPU when its leg dies before its first stage. ``track=False``
+        plan's ``register_model`` steps allow the pipeline to ask for. ``engine`` may be the
+        ``EngineChoice``: an ``auto`` GPU choice then reruns on the CPU when its leg dies
+        before its first stage. ``track=False``
         logs nothing (compare's warm-up and repeated runs); ``prefer="gpu"`` gives a CPU
         leg the GPU engine's model defaults (a comparison's legs fit the same model).
         """
