@@ -140,16 +140,20 @@ def prepare(work: Path, rows: int) -> tuple[Path, dict[str, str]]:
     return data, env
 
 
-def print_same_work(hand_out: str, run_wall: float, work: Path, env: dict[str, str]) -> None:
+def print_same_work(
+    hand_out: str, run_wall: float, run_out: str, work: Path, env: dict[str, str]
+) -> None:
     """Both variants fit the same model; where mlpilot's own time goes."""
     newest = max((work / "home" / "runs").glob("*/result.json"), key=lambda p: p.stat().st_mtime)
     result = json.loads(newest.read_text())
+    # the model's URI is mlpilot's record (the parent logged it), not the pipeline's result
+    model_uri = json.loads(run_out.rsplit("MEASURE", 1)[0])["model_uri"]
     hand_rmse = float(hand_out.split("test_rmse")[1].split()[0])
     hand_iter = int(hand_out.split("n_iter")[1].split()[0])
     print(
         f"same work: hand-written test_rmse {hand_rmse:.4f} after {hand_iter} boosting "
         f"iterations, mlpilot test_rmse {result['metrics']['test_rmse']:.4f} after "
-        f"{boosting_iterations(result['model_uri'], env)} iterations"
+        f"{boosting_iterations(model_uri, env)} iterations"
     )
     stages = ", ".join(f"{k} {v:.1f}s" for k, v in result["timings"].items())
     print(f"mlpilot child stages: {stages}")
@@ -201,10 +205,12 @@ def main() -> None:
             hand_wall, hand_peak, hand_out = measure(
                 [sys.executable, str(work / "hand.py"), str(data)], env
             )
-            run_wall, run_peak, _ = measure([*mlpilot_run(work / "plan.json", data), "--json"], env)
+            run_wall, run_peak, run_out = measure(
+                [*mlpilot_run(work / "plan.json", data), "--json"], env
+            )
             rows.append((hand_wall, hand_peak, run_wall, run_peak))
             if i == 0:
-                print_same_work(hand_out, run_wall, work, env)
+                print_same_work(hand_out, run_wall, run_out, work, env)
         print_table(args.rows, rows)
 
 

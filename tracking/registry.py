@@ -317,12 +317,14 @@ def register(
     """
     from mlflow.exceptions import MlflowException
 
+    created = False
     with mlflow_errors(f"cannot register model {name!r}"):
         try:
             client.get_registered_model(name)
         except MlflowException:
             try:
                 client.create_registered_model(name, description="Registered by mlpilot")
+                created = True
             except MlflowException as exc:
                 if "already exists" not in str(exc):  # another process created it meanwhile
                     raise
@@ -346,7 +348,7 @@ def register(
                 name, source=model_uri, run_id=source_run_id, tags=tags, model_id=model_id
             )
         if alias:
-            client.set_registered_model_alias(name, alias, version.version)
+            _set_alias_or_undo(client, name, alias, str(version.version), created)
     return {
         "name": name,
         "version": str(version.version),
@@ -354,6 +356,23 @@ def register(
         "source_run": source_run_id,
         "model_uri": model_uri,
     }
+
+
+def _set_alias_or_undo(
+    client: MlflowClient, name: str, alias: str, version: str, created: bool
+) -> None:
+    """Point the alias at the new version; if that fails, the version (and a model created
+    for it) is removed again: a registration is whole or absent."""
+    try:
+        client.set_registered_model_alias(name, alias, version)
+    except BaseException:
+        try:
+            client.delete_model_version(name, version)
+            if created:
+                client.delete_registered_model(name)
+        except Exception as exc:  # the alias error is the one to report
+            logger.warning("could not undo %s version %s: %s", name, version, exc)
+        raise
 
 
 def promote(client: MlflowClient, name: str, version: str, alias: str) -> dict[str, Any]:

@@ -106,12 +106,14 @@ class NullRunLogger:
     ) -> str | None:
         return None
 
-    def child(self, name: str, tags: dict[str, str] | None = None) -> NullRunLogger:
+    def child(
+        self, name: str, tags: dict[str, str] | None = None, *, start_ms: int | None = None
+    ) -> NullRunLogger:
         return NullRunLogger()
 
     def flush(self) -> None: ...
 
-    def end(self, status: str = "FINISHED") -> None: ...
+    def end(self, status: str = "FINISHED", *, end_ms: int | None = None) -> None: ...
 
 
 class MlflowRunLogger:
@@ -282,19 +284,22 @@ class MlflowRunLogger:
 
     # -- runs -----------------------------------------------------------------------------
     @_unreachable_as_tracking_error
-    def child(self, name: str, tags: dict[str, str] | None = None) -> MlflowRunLogger:
+    def child(
+        self, name: str, tags: dict[str, str] | None = None, *, start_ms: int | None = None
+    ) -> MlflowRunLogger:
         """A nested run under this one (``mlflow.parentRunId``), written when it ends."""
         run = self.client.create_run(
             self.experiment_id,
+            start_time=start_ms,
             run_name=name,
             tags={"mlflow.parentRunId": self.run_id, **(tags or {})},
         )
         return MlflowRunLogger(self.client, run.info.run_id, self.experiment_id, deferred=True)
 
     @_unreachable_as_tracking_error
-    def end(self, status: str = "FINISHED") -> None:
+    def end(self, status: str = "FINISHED", *, end_ms: int | None = None) -> None:
         self.flush()
-        self.client.set_terminated(self.run_id, status=status)
+        self.client.set_terminated(self.run_id, status=status, end_time=end_ms)
 
 
 def _components(model: Any, seen: set[int] | None = None) -> list[Any]:

@@ -4,7 +4,7 @@ Early start. Opening MLflow and creating the run takes the parent a second or tw
 pipeline launched before its run exists (``run=None``) spends that time reading its data
 instead of waiting. Its folder is created under a name of its own and linked as
 ``runs/<run id>`` once the run exists; the run id reaches the pipeline through that folder
-(``StartedLeg.hand_over_run``). Whether to launch early is the orchestrator's only
+(``StartedLeg.hand_over_run``: the parent relays the pipeline's tracking records to it). Whether to launch early is the orchestrator's only
 decision about it: the same ``launch`` runs either way.
 
 An engine comparison launches once its run exists: its GPU leg logs into a nested run.
@@ -12,6 +12,7 @@ An engine comparison launches once its run exists: its GPU leg logs into a neste
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import secrets
@@ -20,16 +21,22 @@ import stat
 import threading
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from mlpilot.platform.agent.preparing import PreparedRun
 from mlpilot.platform.agent.services import EventHandler, Leg, PipelineExecutor
 from mlpilot.platform.errors import MlpilotError
-from mlpilot.platform.ml.protocol import ENV_RUN_STARTED_AT, SCRIPT_FILE
+from mlpilot.platform.ml.protocol import (
+    ENV_RUN_STARTED_AT,
+    ENV_STORE_MODELS,
+    SCRIPT_FILE,
+    STORE_MODELS_DIR,
+)
 from mlpilot.tracking.runfolder import RunFolder
 
 if TYPE_CHECKING:
     from mlpilot.platform.agent.tracked_run import TrackedRun
+    from mlpilot.platform.config import Settings
     from mlpilot.platform.execution import EngineChoice, LegResult
 
 logger = logging.getLogger(__name__)
@@ -79,17 +86,69 @@ def _start_leg(
     script: Path,
     run_id: str | None,
 ) -> Leg:
+    from mlpilot.platform.execution.relay import plan_registrations
+
+    plan = prepared.plan.to_dict()
+    env = {ENV_RUN_STARTED_AT: f"{prepared.request.received_at:.6f}"}
+    provided = fetch_store_models(executor.settings, plan, prepared.experiment, script.parent)
+    if provided:
+        env[ENV_STORE_MODELS] = json.dumps(provided)
     # the whole choice, so that an auto GPU leg that dies before its first stage reruns on
     # the CPU (the executor's fallback)
-    return executor.start_leg(
+    leg = executor.start_leg(
         script=script,
         run_dir=script.parent,
         engine=engine,
         data_path=prepared.data_path,
         mlflow_run_id=run_id,
         # a time budget is the whole run's: the pipeline counts it from the request's start
-        extra_env={ENV_RUN_STARTED_AT: f"{prepared.request.received_at:.6f}"},
+        extra_env=env,
+        registrations=plan_registrations(plan),
     )
+    for folder in provided.values():  # the share of the run folder made them writable
+        read_only(script.parent / folder)
+    return leg
+
+
+_TRAINS = ("train_model", "optimize_model")
+
+
+def fetch_store_models(
+    settings: Settings, plan: dict[str, Any], experiment: str, run_dir: Path
+) -> dict[str, str]:
+    """The store models the plan's ``predict`` steps load, fetched and verified into the run
+    folder before the pipeline starts (it has no access to the store): {as planned: folder}."""
+    steps = plan.get("steps") or []
+    trains = any(step.get("tool") in _TRAINS for step in steps)
+    wanted = [
+        (step.get("args") or {}).get("model_uri") for step in steps if step.get("tool") == "predict"
+    ]
+    wanted = [uri for uri in wanted if uri is not None or not trains]
+    if not wanted:
+        return {}
+    from mlpilot.tracking import registry
+    from mlpilot.tracking.mlflow_store import make_client
+    from mlpilot.tracking.trust import fetch_verified
+
+    client = make_client(settings)
+    provided = {}
+    for number, uri in enumerate(dict.fromkeys(wanted)):
+        source = uri
+        if source is None:  # no model of its own: the experiment's best
+            found = client.get_experiment_by_name(experiment)
+            _, source = registry.resolve_source(client, found and found.experiment_id, None, None)
+        dest = run_dir / STORE_MODELS_DIR / str(number)
+        local = fetch_verified(client, source, dest)
+        provided[uri or ""] = local.relative_to(run_dir).as_posix()
+    return provided
+
+
+def read_only(folder: Path) -> None:
+    """Files 0444 and folders 0555 (their ACL mask follows: no group may write either)."""
+    for path in sorted(folder.rglob("*"), reverse=True):
+        if not path.is_symlink():
+            path.chmod(0o555 if path.is_dir() else 0o444)
+    folder.chmod(0o555)
 
 
 class Comparison:

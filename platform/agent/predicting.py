@@ -7,12 +7,14 @@ Registered models are addressed by alias (``models:/NAME@champion``) or version
 
 from __future__ import annotations
 
+import json
 import re
 import secrets
 import shutil
 import sys
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 from mlpilot.platform.errors import MlpilotError
 
@@ -51,8 +53,9 @@ def predict_file(
     run_dir = settings.runs_dir / f"predict-{datetime.now():%Y%m%d-%H%M%S}-{secrets.token_hex(3)}"
     run_dir.mkdir(parents=True)
     if not model_uri.startswith(("models:/", "runs:/")):
-        model_uri = _local_copy(model_uri, run_dir, trust_local)
-    trust = [name for name, on in (("unverified", trust_unverified), ("local", trust_local)) if on]
+        folder = _local_copy(model_uri, run_dir, trust_local)
+    else:
+        folder = _verified_copy(settings, model_uri, run_dir, trust_unverified)
     leg = (
         Executor(settings)
         .start_leg(
@@ -63,9 +66,10 @@ def predict_file(
             mlflow_run_id=None,
             extra_env={
                 protocol.ENV_MODEL_URI: model_uri,
-                protocol.ENV_TRUST: ",".join(trust),
+                protocol.ENV_STORE_MODELS: json.dumps({model_uri: folder}),
                 protocol.ENV_PROBA: "1" if proba else "",
             },
+            track=False,  # logs nothing: the job only predicts
         )
         .finish()
     )
@@ -75,6 +79,23 @@ def predict_file(
     # no file can be larger than the child's file-size limit: the same cap for reading it
     limit = int(settings.max_file_mb * 2**20)
     return _deliver(run_dir, out, int(leg.result.predictions["rows"]), limit)
+
+
+def _verified_copy(settings: Any, model_uri: str, run_dir: Path, trust_unverified: bool) -> str:
+    """The model fetched from the store and checked against its digests here, into a
+    read-only folder of the job's run folder: the contained job loads it from there and
+    never reaches the store itself (DESIGN §8)."""
+    from mlpilot.platform.agent.launching import read_only
+    from mlpilot.platform.ml import protocol
+    from mlpilot.tracking.mlflow_store import make_client
+    from mlpilot.tracking.trust import fetch_verified
+
+    dest = run_dir / protocol.STORE_MODELS_DIR / "0"
+    local = fetch_verified(
+        make_client(settings), model_uri, dest, trust_unverified=trust_unverified
+    )
+    read_only(dest)
+    return local.relative_to(run_dir).as_posix()
 
 
 def _local_copy(folder: str, run_dir: Path, trust_local: bool) -> str:
@@ -90,7 +111,7 @@ def _local_copy(folder: str, run_dir: Path, trust_local: bool) -> str:
         raise MlpilotError(f"{folder} is not an MLflow model folder (no MLmodel file)")
     copy = run_dir / "model-local"
     shutil.copytree(source, copy)
-    return str(copy)
+    return copy.name
 
 
 def _deliver(run_dir: Path, out: str | None, rows: int, limit: int) -> tuple[str, int]:

@@ -108,6 +108,7 @@ class PipelineExecutor(Protocol):
         data_path: str | None,
         mlflow_run_id: str | None,
         extra_env: dict[str, str] | None = None,
+        registrations: tuple[Any, ...] = (),
     ) -> Leg: ...
     def run_leg(
         self,

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import os
 import sys
 import threading
 from collections.abc import Callable
@@ -29,6 +28,7 @@ from mlpilot.platform.execution.engines import (
 )
 from mlpilot.platform.execution.gpu import DeviceLock, MemorySampler
 from mlpilot.platform.execution.probe import ProbeVerdict, gpu_probe
+from mlpilot.platform.execution.relay import Registration, Relay
 from mlpilot.platform.execution.sandbox import (
     Cancel,
     ChildResult,
@@ -63,6 +63,7 @@ __all__ = [
 ]
 
 EventHandler = Callable[[PipelineEvent], None]
+RELAY_EVERY = 5  # wait-loop polls (about 0.2 s each) between reads of the tracking records
 
 
 @dataclass
@@ -210,8 +211,10 @@ class Executor:
         self.python = python
 
     def child_env(self, *, run_id: str | None, engine: str) -> dict[str, str]:
-        extra = {protocol.ENV_MLFLOW_RUN_ID: run_id} if run_id else {}
-        return leg_env(self.settings, engine, extra)
+        # the pipeline logs through its run folder and never learns its MLflow run (§8)
+        env = leg_env(self.settings, engine, {})
+        env.pop(protocol.ENV_MLFLOW_RUN_ID, None)
+        return env
 
     def run_leg(
         self,
@@ -249,13 +252,17 @@ class Executor:
         prefer: str | None = None,
         extra_reads: tuple[str, ...] = (),
         extra_env: dict[str, str] | None = None,
+        registrations: tuple[Registration, ...] = (),
     ) -> StartedLeg:
         """Start one leg and return at once.
 
-        Without ``mlflow_run_id`` the pipeline starts before its MLflow run exists: it
-        reads data while the parent creates the run, and waits for ``hand_over_run`` only
-        when it first logs. ``engine`` may be the ``EngineChoice``: an ``auto`` GPU choice
-        then reruns on the CPU when its leg dies before its first stage. ``track=False``
+        The pipeline logs through its run folder; the leg relays that to ``mlflow_run_id``
+        (``relay.py``). Without it the pipeline starts before its MLflow run exists: it reads
+        data while the parent creates the run, and ``hand_over_run`` names the run to relay
+        to (records written meanwhile wait in the folder). ``registrations`` are what the
+        plan's ``register_model`` steps allow the pipeline to ask for. ``engine`` may be the
+        ``EngineChoice``: an ``auto`` GPU choice then reruns on the CPU when its leg dies
+        before its first stage. ``track=False``
         logs nothing (compare's warm-up and repeated runs); ``prefer="gpu"`` gives a CPU
         leg the GPU engine's model defaults (a comparison's legs fit the same model).
         """
@@ -263,7 +270,7 @@ class Executor:
         name = choice.used if choice else str(engine)
         run_dir.mkdir(parents=True, exist_ok=True)
         with RunFolder(run_dir) as folder:  # a link planted for the folder itself is refused
-            for stale in (protocol.EVENTS_FILE, protocol.RESULT_FILE, protocol.RUN_ID_FILE):
+            for stale in (protocol.EVENTS_FILE, protocol.RESULT_FILE, protocol.TRACKING_FILE):
                 folder.remove(stale)  # a link goes, never what it points to
         command = engine_command(name, str(script), [], python=self.python)
         env = self._env(name, run_dir, data_path, mlflow_run_id, track, prefer)
@@ -314,13 +321,33 @@ class Executor:
                 prefer=prefer,
                 extra_reads=extra_reads,
                 extra_env=extra_env,
+                registrations=registrations,
             )
 
         leg = StartedLeg(name, run_dir, child, setup.record, lock=lock, sampler=sampler)
-        leg.run_id = mlflow_run_id
+        leg.run_id = mlflow_run_id if track else None
+        leg.relay_to = self._relay_factory(run_dir, registrations) if track else None
         if choice is not None and choice.fallback:
             leg.restart = restart
         return leg
+
+    def _relay_factory(
+        self, run_dir: Path, registrations: tuple[Registration, ...]
+    ) -> Callable[[str], Relay]:
+        settings = self.settings
+
+        def make(run_id: str) -> Relay:
+            from mlpilot.tracking.mlflow_store import make_client
+
+            return Relay(
+                run_dir,
+                lambda: make_client(settings),
+                run_id,
+                registrations=registrations,
+                file_limit=int(settings.max_file_mb * 2**20),
+            )
+
+        return make
 
     def _limits_for(self, engine: str, *, contained: bool) -> Limits:
         """The leg's limits: processes for the dedicated account, address space on the CPU."""
@@ -340,15 +367,12 @@ class Executor:
         track: bool,
         prefer: str | None,
     ) -> dict[str, str]:
-        env = self.child_env(run_id=mlflow_run_id if track else None, engine=engine)
+        env = self.child_env(run_id=None, engine=engine)
         env[protocol.ENV_RUN_DIR] = str(run_dir)
-        if not track or not mlflow_run_id:
-            env.pop(protocol.ENV_MLFLOW_RUN_ID, None)  # one inherited from our caller is not ours
         if not track:
             env[protocol.ENV_NO_TRACK] = "1"
-        elif not mlflow_run_id:
-            env[protocol.ENV_RUN_ID_FILE] = str(run_dir / protocol.RUN_ID_FILE)
-            env[protocol.ENV_PARENT_PID] = str(os.getpid())
+        else:
+            env[protocol.ENV_RELAY] = "1"
         if data_path:
             env[protocol.ENV_DATA] = data_path
         if prefer:
@@ -403,14 +427,14 @@ class StartedLeg:
         self.run_id: str | None = None
         #: starts the fallback leg (set for an auto GPU choice)
         self.restart: Callable[[str | None], StartedLeg] | None = None
+        #: makes the relay of this leg's tracking records to its MLflow run (tracked legs)
+        self.relay_to: Callable[[str], Relay] | None = None
+        self.relay: Relay | None = None
 
     def hand_over_run(self, run_id: str) -> None:
-        """Tell a pipeline started without a run which MLflow run to log to."""
+        """The MLflow run this leg's records go to (a pipeline started before it existed;
+        the pipeline itself never learns it)."""
         self.run_id = run_id
-        # written under a fresh name and renamed in: the child never sees half a run id,
-        # and a link it planted at either name is replaced, never written through
-        with RunFolder(self.run_dir) as folder:
-            folder.write_new(protocol.RUN_ID_FILE, run_id)
 
     def _release(self) -> None:
         if self._lock is not None:
@@ -440,14 +464,22 @@ class StartedLeg:
             raise
         tail = EventTail(folder, on_event)
         sampler = self._sampler
+        if self.relay is None and self.relay_to is not None and self.run_id:
+            self.relay = self.relay_to(self.run_id)
+        relay, polls = self.relay, [0]
 
         def poll() -> None:
             tail()
+            polls[0] += 1
+            if relay is not None and polls[0] % RELAY_EVERY == 0:
+                relay.pump()  # live metrics and trials
             if sampler is not None:
                 sampler.sample()
 
         try:
             child = self.child.wait(poll=poll, cancel=cancel or CancelFile(folder))
+            if relay is not None:  # everything the pipeline wrote, before RECORDING
+                relay.drain(failed=child.cancelled)
             leg = self._result(child, folder)
         finally:
             tail.close()
@@ -472,6 +504,12 @@ class StartedLeg:
                 containment=self.containment,
                 gpu_peak_memory_mb=peak,
             )
+        if result is not None and self.relay is not None:
+            # what the parent logged, never what the pipeline claims (its digests, its URI)
+            out = self.relay.out
+            result.model_uri, result.model_digests = out.model_uri, out.model_digests
+            result.registered = out.registered
+            result.notes.extend(out.notes)
         return LegResult(
             self.engine,
             child,
@@ -486,14 +524,18 @@ class StartedLeg:
     ) -> LegResult:
         """Keep the dead GPU leg's files aside and run the pipeline again on the CPU."""
         error = failed.failure()["message"]
+        names = (protocol.STDOUT_FILE, protocol.STDERR_FILE, protocol.EVENTS_FILE)
         with RunFolder(self.run_dir) as folder:  # renames entries, links included, never follows
-            for name in (protocol.STDOUT_FILE, protocol.STDERR_FILE, protocol.EVENTS_FILE):
+            for name in (*names, protocol.TRACKING_FILE):
                 folder.rename(name, f"{self.engine}-{name}")
         logger.warning("the %s leg died before its first stage (%s): rerun", self.engine, error)
         restart = self.restart
         if restart is None:
             return failed
         rerun = restart(self.run_id)
+        if self.relay is not None:  # the same run: what was logged stays, the new file is read
+            self.relay.offset = 0
+            rerun.relay = self.relay
         leg = rerun.finish(on_event=on_event, cancel=cancel)
         leg.fallback = {
             "from": self.engine,

@@ -1,16 +1,16 @@
 """Tier-1 containment of pipeline processes (DESIGN §8): who they run as, what they reach.
 
 When mlpilot runs as root, each pipeline runs as a uid and gid of its own (``claim_ids``:
-a slot of a reserved range, locked while its run lives, never one a live process has),
-with the ``mlpilot-run`` account's group as its one supplementary group. Through that
-group it reaches the stores it writes — the MLflow store and artifacts, the Optuna
-journal — whose folders belong to it, with a default ACL so that files either side creates
-stay writable for both, and folders above them that are closed to others (``/root`` is
-0700) get a traverse-only ACL entry for that group. Its run folder is its own
-(``own_run_folder``: ``root:<run gid>``, setgid and sticky, so mlpilot's files in it stay
-root's) and is sealed after the run (``seal_run_folder``). The metadata store, outbox and
-sessions live under ``$MLPILOT_HOME/private`` (0700), which no pipeline reaches. Data files
-come as open descriptors, or as read-only copies in the run folder.
+a slot of a reserved range, locked while its run lives, never one a live process has). It
+writes its run folder and nothing else: the parent logs to MLflow on its behalf
+(``execution/relay.py``) and serves it the Optuna study through a proxy over a passed
+socketpair (``execution/optuna_proxy.py``), so no store is shared with it. Its run folder
+is its own (``own_run_folder``: ``root:<run gid>``, setgid and sticky, so mlpilot's files
+in it stay root's) and is sealed after the run (``seal_run_folder``). Folders above the run
+folder that are closed to others (``/root`` is 0700) get a traverse-only ACL entry. The
+metadata store, outbox, sessions and trust anchors live under ``$MLPILOT_HOME/private``
+(0700), which no pipeline reaches. Data files come as open descriptors, or as read-only
+copies in the run folder.
 
 The launcher (``_launch.py``) then puts the process tree in its own PID and mount
 namespaces (a private /proc and /tmp, /home and /root hidden), its own network namespace
@@ -632,13 +632,10 @@ def _network(settings: Any) -> tuple[bool, str]:
     """Own network namespace only when every store the child writes is a local file."""
     if os.geteuid() != 0:
         return False, "not isolated (needs root)"
+    # the parent logs to MLflow for the pipeline (execution/relay.py): only Optuna counts
     remote = [
         name
-        for name, uri in (
-            ("tracking", settings.tracking_uri),
-            ("artifacts", settings.artifact_root or ""),
-            ("optuna", settings.optuna_storage),
-        )
+        for name, uri in (("optuna", settings.optuna_storage),)
         if "://" in uri and not uri.startswith(("sqlite:///", "file:"))
     ]
     if remote:
@@ -647,16 +644,11 @@ def _network(settings: Any) -> tuple[bool, str]:
 
 
 def _store_paths(settings: Any) -> tuple[list[Path], list[Path]]:
-    """The database files and the folders the child writes (MLflow, artifacts, Optuna)."""
+    """The database files and the folders the child writes (the Optuna storage only: the
+    MLflow store and its artifacts are the parent's, which logs for the pipeline)."""
     databases, folders = [], []
-    for uri in (settings.tracking_uri, settings.optuna_storage):
-        if uri.startswith("sqlite:///"):
-            databases.append(Path(uri.removeprefix("sqlite:///")).expanduser())
-    if (settings.artifact_root or "").startswith("file:"):
-        from urllib.parse import urlparse
-        from urllib.request import url2pathname
-
-        folders.append(Path(url2pathname(urlparse(settings.artifact_root).path)))
+    if settings.optuna_storage.startswith("sqlite:///"):
+        databases.append(Path(settings.optuna_storage.removeprefix("sqlite:///")).expanduser())
     if "://" not in settings.optuna_storage:  # a journal file: its folder holds its locks
         folders.append(Path(settings.optuna_storage).expanduser().parent)
     return databases, folders

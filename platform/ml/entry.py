@@ -1,7 +1,9 @@
 """How a generated ``pipeline.py`` starts and ends: its command line, its MLflow run, exit.
 
 mlpilot's executor passes its options in the environment (``protocol.ENV_*``); a person
-running the script uses flags. The script opens its run with ``open_pipeline`` and ends
+running the script uses flags. Under mlpilot the pipeline logs through its run folder
+(``RelayedRunLogger``: the parent logs to MLflow for it); run standalone it opens MLflow
+itself (``MlflowRunLogger``), and ``--no-track`` logs nothing. The script opens its run with ``open_pipeline`` and ends
 with ``exit_process``; everything in between is steps of the runtime library.
 """
 
@@ -13,14 +15,13 @@ import functools
 import logging
 import os
 import sys
-import time
 from pathlib import Path
 from typing import Any, NoReturn
 
-from mlpilot.platform.errors import TrackingError
 from mlpilot.platform.ml import protocol
 from mlpilot.platform.ml.context import PipelineRun
 from mlpilot.platform.ml.deferred_logger import DeferredRunLogger
+from mlpilot.platform.ml.relayed_logger import RelayedRunLogger
 from mlpilot.tracking import vocab
 
 logger = logging.getLogger(__name__)
@@ -76,17 +77,23 @@ def open_pipeline(
     run_dir = Path(args.run_dir or os.getcwd()).resolve()
     run_dir.mkdir(parents=True, exist_ok=True)
     engine = args.engine or os.environ.get(protocol.ENV_ENGINE_USED, "cpu")
-    # MLflow opens when training starts (see DeferredRunLogger), or when first needed;
-    # with --no-track there is nothing to open (the logger logs nothing)
-    pending = (
-        None if args.no_track else DeferredRunLogger(functools.partial(_open_logger, args, plan))
-    )
+    relayed, pending = None, None
+    if args.no_track:
+        pass  # nothing to open: the logger logs nothing
+    elif os.environ.get(protocol.ENV_RELAY) == "1":
+        # under mlpilot: records in the run folder, logged to MLflow by the parent (§8)
+        relayed = RelayedRunLogger(run_dir)
+    else:
+        # standalone: MLflow opens when training starts (see DeferredRunLogger), or when
+        # first needed
+        pending = DeferredRunLogger(functools.partial(_open_logger, args, plan))
     return PipelineRun(
         plan=plan,
         seed=args.seed if args.seed is not None else seed,
         data_path=args.data,
         run_dir=run_dir,
         engine=engine,
+        logger=relayed,
         pending_logger=pending,
         runtime=runtime,
         handed_run_id=None if args.no_track else os.environ.get(protocol.ENV_MLFLOW_RUN_ID),
@@ -128,30 +135,6 @@ def exit_process(code: int) -> NoReturn:
     os._exit(code)
 
 
-def await_run_id(path: Path, timeout_s: float = 600.0) -> str:
-    """The MLflow run id mlpilot writes to ``path`` once it has created the run.
-
-    mlpilot starts the pipeline first, so that reading the data overlaps with creating
-    the run; the pipeline needs the id only when it first logs.
-    """
-    # the pid mlpilot gave, not os.getppid() now: the parent may already be gone
-    parent = int(os.environ.get(protocol.ENV_PARENT_PID) or os.getppid())
-    deadline = time.monotonic() + timeout_s
-    while not path.exists():
-        if os.getppid() != parent:
-            raise TrackingError(
-                "mlpilot ended before it created this pipeline's MLflow run",
-                hint="see the mlpilot command's output for the reason",
-            )
-        if time.monotonic() > deadline:
-            raise TrackingError(
-                f"no MLflow run was handed over within {timeout_s:.0f} s",
-                hint="check that the tracking server answers (mlpilot doctor)",
-            )
-        time.sleep(0.02)
-    return path.read_text(encoding="utf-8").strip()
-
-
 def _open_logger(args: argparse.Namespace, plan: dict[str, Any]) -> tuple[Any, bool]:
     """The MLflow logger of this pipeline, and whether this process created its run."""
     from mlpilot.platform.config import get_settings
@@ -159,12 +142,7 @@ def _open_logger(args: argparse.Namespace, plan: dict[str, Any]) -> tuple[Any, b
     from mlpilot.tracking.run_logger import MlflowRunLogger
 
     settings = get_settings()
-    run_id = os.environ.get(protocol.ENV_MLFLOW_RUN_ID)
-    handed_over = os.environ.get(protocol.ENV_RUN_ID_FILE)
-    if handed_over:
-        # before opening the store: on a new home the parent is still creating its tables
-        run_id = await_run_id(Path(handed_over))
-        os.environ[protocol.ENV_MLFLOW_RUN_ID] = run_id  # for plugin code on MLflow's fluent API
+    run_id = os.environ.get(protocol.ENV_MLFLOW_RUN_ID)  # a standalone script given a run
     client = make_client(settings)
     if run_id:
         return MlflowRunLogger(client, run_id), False

@@ -1,8 +1,8 @@
 """``mlpilot predict``'s work, in a contained pipeline process (never in mlpilot itself).
 
-Loading a model runs the code its pickle holds: this process fetches the model, checks its
-files against their recorded digests (``tracking/trust.py``), loads that verified copy,
-predicts the rows and writes ``predictions.csv`` into its run folder, which mlpilot then
+Loading a model runs the code its pickle holds: mlpilot fetches the model and checks its
+files against their recorded digests (``tracking/trust.py``) into a read-only folder of
+this job's run folder; this process loads that verified copy, predicts the rows and writes ``predictions.csv`` into its run folder, which mlpilot then
 hands to the user. It reports through the same protocol as a pipeline.
 """
 
@@ -23,24 +23,22 @@ from mlpilot.tracking.run_logger import NullRunLogger
 
 
 def main() -> int:
-    from mlpilot.platform.config import get_settings
+    import json
+
+    import mlflow.pyfunc
+
     from mlpilot.platform.config.logs import configure_logging
-    from mlpilot.tracking.mlflow_store import make_client
-    from mlpilot.tracking.trust import load_verified
 
     configure_logging()
     run_dir = Path(os.environ[protocol.ENV_RUN_DIR])
     data = os.environ[protocol.ENV_DATA]
-    trust = set(filter(None, os.environ.get(protocol.ENV_TRUST, "").split(",")))
+    uri = os.environ[protocol.ENV_MODEL_URI]
     run = PipelineRun(plan={}, seed=0, data_path=data, run_dir=run_dir, logger=NullRunLogger())
     with run, run.stage("predict"):
-        model = load_verified(
-            make_client(get_settings()),
-            os.environ[protocol.ENV_MODEL_URI],
-            run_dir / "model",
-            trust_unverified="unverified" in trust,
-            trust_local="local" in trust,
-        )
+        # fetched and verified by mlpilot into the run folder: this process never reaches
+        # the tracking store (DESIGN §8)
+        folder = json.loads(os.environ[protocol.ENV_STORE_MODELS])[uri]
+        model = mlflow.pyfunc.load_model(str(run_dir / folder))
         frame = read_table(readable_path(data))
         predicted = model.predict(frame)
         frame["prediction"] = (

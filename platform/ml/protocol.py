@@ -25,9 +25,10 @@ PROTOCOL_VERSION = 1
 ENV_RUN_DIR = "MLPILOT_RUN_DIR"  # the run folder (events, result, outputs)
 ENV_DATA = "MLPILOT_DATA"  # the data file (options travel in the environment, not argv)
 ENV_ENGINE_USED = "MLPILOT_ENGINE_USED"  # cpu | gpu: what this process runs on
-ENV_RUN_ID_FILE = "MLPILOT_RUN_ID_FILE"  # where the run id appears when started early
-ENV_PARENT_PID = "MLPILOT_PARENT_PID"  # the parent that will hand the run id over
-ENV_MLFLOW_RUN_ID = "MLFLOW_RUN_ID"  # the MLflow run to log to, when it exists at start
+#: "1": log through the run folder (``TRACKING_FILE``, ``STAGED_DIR``): the parent relays to
+#: MLflow; the pipeline never opens the tracking store (DESIGN §8)
+ENV_RELAY = "MLPILOT_RELAY"
+ENV_MLFLOW_RUN_ID = "MLFLOW_RUN_ID"  # a standalone script's MLflow run (never set by mlpilot)
 ENV_TRACKING_URI = "MLFLOW_TRACKING_URI"
 ENV_HOME = "MLPILOT_HOME"
 ENV_OPTUNA_STORAGE = "MLPILOT_OPTUNA_STORAGE"
@@ -36,7 +37,9 @@ ENV_EXPERIMENT = "MLPILOT_EXPERIMENT"
 ENV_READ_MAP = "MLPILOT_READ_MAP"
 # ``mlpilot predict``'s job (``ml/predict_job.py``): which model, and what the user trusts
 ENV_MODEL_URI = "MLPILOT_MODEL_URI"
-ENV_TRUST = "MLPILOT_TRUST"  # comma-separated: unverified, local
+#: JSON {model URI as planned ("" = the experiment's best): folder in the run folder}: models
+#: from the store, fetched and verified by the parent before the pipeline starts
+ENV_STORE_MODELS = "MLPILOT_STORE_MODELS"
 PREDICTIONS_FILE = "predictions.csv"
 ENV_PROBA = "MLPILOT_PROBA"  # "1": also write each class's probability (proba_<class>)
 PROBA_PREFIX = "proba_"
@@ -55,7 +58,10 @@ ENV_WORKER_ARGV = "MLPILOT_WORKER_ARGV"
 # -- files in the run folder --------------------------------------------------------------------
 EVENTS_FILE = "events.jsonl"
 RESULT_FILE = "result.json"
-RUN_ID_FILE = "mlflow_run_id"  # written by the parent once the MLflow run exists
+#: one ``LogRecord`` per line: what the pipeline asks the parent to log to MLflow
+TRACKING_FILE = "tracking.jsonl"
+STAGED_DIR = "staged"  # artifact files and saved models the records name
+STORE_MODELS_DIR = "store-models"  # verified models the parent put there (read-only)
 STDOUT_FILE = "stdout.txt"
 STDERR_FILE = "stderr.txt"
 SCRIPT_FILE = "pipeline.py"
@@ -77,6 +83,19 @@ EVENT_TYPES = (
     "pipeline_end",
 )
 SUCCEEDED, FAILED = "succeeded", "failed"
+
+# -- tracking records (``TRACKING_FILE``) -------------------------------------------------------
+LOG_TYPES = (
+    "params",  # values: {name: value}
+    "metrics",  # values: {name: number}, step
+    "tags",  # values: {name: text}
+    "artifact",  # path (below STAGED_DIR), artifact_path (folder in the run's artifacts)
+    "input",  # name, dataset {source, digest, rows, columns [[name, type]], targets}
+    "model",  # path: a folder saved with mlflow.sklearn.save_model
+    "start_run",  # a nested run: run (its key), name, tags, start_ms
+    "end_run",  # run, status, end_ms
+    "register",  # name, alias, source_run, metric, lineage
+)
 
 # -- devices: where a stage really ran (measured in the child, see ml/devices.py) ---------------
 DEVICE_CPU, DEVICE_GPU, DEVICE_MIXED = "cpu", "gpu", "mixed"
@@ -234,6 +253,46 @@ class PipelineEvent:
             except (ProtocolError, UnicodeDecodeError, TypeError) as exc:
                 skipped.append(str(exc)[:200])
         return events, skipped
+
+
+@dataclass
+class LogRecord:
+    """One line of ``tracking.jsonl``: a call the pipeline's ``RelayedRunLogger`` made.
+
+    ``run`` is the key the pipeline chose for a nested run (None: the pipeline's own run);
+    the parent maps keys to MLflow run ids and checks every record before it logs it.
+    """
+
+    type: str
+    run: str | None = None
+    values: dict[str, Any] | None = None
+    step: int | None = None
+    path: str | None = None
+    artifact_path: str | None = None
+    name: str | None = None
+    tags: dict[str, Any] | None = None
+    status: str | None = None
+    start_ms: int | None = None
+    end_ms: int | None = None
+    dataset: dict[str, Any] | None = None
+    alias: str | None = None
+    source_run: str | None = None
+    metric: str | None = None
+    lineage: dict[str, Any] | None = None
+
+    def __post_init__(self) -> None:
+        if self.type not in LOG_TYPES:
+            raise ProtocolError(
+                f"unknown tracking record type {self.type!r}", hint=f"known: {', '.join(LOG_TYPES)}"
+            )
+
+    def to_json(self) -> str:
+        data = {k: v for k, v in asdict(self).items() if v is not None}
+        return json.dumps(data, default=str, ensure_ascii=False)
+
+    @classmethod
+    def from_json(cls, text: str) -> LogRecord:
+        return cls(**_known(cls, _object(text, TRACKING_FILE), TRACKING_FILE))
 
 
 def _object(text: str, where: str) -> dict[str, Any]:

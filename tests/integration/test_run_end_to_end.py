@@ -165,17 +165,18 @@ def test_pipeline_script_reproduces_the_run(finished_run: dict, tmp_path: Path) 
 
 
 def test_the_pipeline_started_before_its_run_and_logged_to_it(finished_run: dict) -> None:
-    """The child starts while MLflow opens; the run id reaches it through its folder."""
+    """The child starts while MLflow opens; it never learns the run id: what it logs goes
+    through its folder (tracking.jsonl), and the parent logs it to the run."""
     outcome, home = finished_run["outcome"], finished_run["home"]
     run_dir = Path(outcome["run_dir"])
     assert run_dir == home / "runs" / outcome["run_id"] and run_dir.is_symlink()
     real = run_dir.resolve()
     assert real.parent == (home / "runs").resolve() and real.name != outcome["run_id"]
-    assert (real / "mlflow_run_id").read_text() == outcome["run_id"]
+    assert not (real / "mlflow_run_id").exists() and (real / "tracking.jsonl").is_file()
     first = json.loads((run_dir / "events.jsonl").read_text().splitlines()[0])
     assert first["type"] == "pipeline_start" and first.get("run_id") is None
     result = json.loads((run_dir / "result.json").read_text())
-    assert result["run_id"] == outcome["run_id"]
+    assert result["run_id"] is None
     # what the pipeline logged before MLflow was open reached the run
     params = _client(home).get_run(outcome["run_id"]).data.params
     assert params["data.rows"] == "4000" and params["target"] == "sales"

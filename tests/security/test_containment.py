@@ -113,9 +113,17 @@ def test_the_network_is_closed_when_the_stores_are_local_files(tmp_path: Path) -
     assert leg.containment is not None and leg.containment.network.startswith("isolated")
 
 
-def test_the_network_stays_when_a_store_is_a_server(tmp_path: Path) -> None:
-    leg, _ = run_script(tmp_path, "pass", MLFLOW_TRACKING_URI="http://127.0.0.1:9")
+def test_the_network_stays_only_when_the_study_storage_is_a_server(tmp_path: Path) -> None:
+    # the pipeline never talks to MLflow (the parent logs for it): a tracking server keeps
+    # it off the network; only an Optuna server, which it still reaches, keeps the network
+    (tmp_path / "a").mkdir(), (tmp_path / "b").mkdir()
+    leg, _ = run_script(tmp_path / "a", "pass", MLFLOW_TRACKING_URI="http://127.0.0.1:9")
+    assert leg.containment is not None
+    assert leg.containment.network.startswith("isolated" if ROOT else "not isolated")
+    storage = "postgresql://mlpilot@127.0.0.1:9/optuna"
+    leg, _ = run_script(tmp_path / "b", "pass", MLPILOT_OPTUNA_STORAGE=storage)
     assert leg.containment is not None and leg.containment.network.startswith("not isolated")
+    assert "optuna" in leg.containment.network or not ROOT
 
 
 @needs_root

@@ -177,9 +177,10 @@ def _assert_contained(report: dict[str, str], home: Path, listener: Listener) ->
     for path in ("/etc/mlpilot-redteam", "/root/mlpilot-redteam"):
         assert report[f"write {path}"].startswith("refused: PermissionError")
         assert not Path(path).exists()
-    # the sqlite store's folder takes new files (README.md: what is not stopped); the
-    # sticky bit keeps everything else in it
-    assert report["remove $HOME/mlflow.db"].startswith("refused: PermissionError"), report
+    # the MLflow store is the parent's alone; an early-started pipeline may even run before
+    # the parent has created it (then there is nothing to remove yet)
+    removal = report["remove $HOME/mlflow.db"]
+    assert removal.startswith(("refused: PermissionError", "refused: FileNotFoundError")), report
     assert (home / "mlflow.db").is_file()
     for way in ("os.system", "__subclasses__"):
         assert "exit status 0" not in report[way] and "exit status" in report[way], report[way]
@@ -199,13 +200,14 @@ def test_a_plugin_step_is_contained(lab: Path, listener: Listener) -> None:
     report = json.loads((Path(outcome["run_dir"]) / "redteam.json").read_text())
     _write_observed("plugin step", report)
     with _planted_settings(home):
-        # as root, the settings file the payload planted is the pipeline account's: its own
-        # run fails as soon as mlpilot reads its settings again, in one line
-        assert done.returncode == (1 if ROOT else 0), done.stderr[-2000:]
+        # as root, the home is not the pipeline account's to write (the MLflow store is no
+        # longer shared: the parent logs for it), so no settings file can be planted there
+        assert done.returncode == 0, done.stderr[-2000:]
         if ROOT:
-            assert "mlpilot.toml is not read" in _one_line(done.stderr)
+            assert report["write $HOME/mlpilot.toml"].startswith("refused: PermissionError")
+            assert not (home / "mlpilot.toml").exists()
     status, doc = _both_stores(home, outcome["run_id"])
-    assert (status, doc["status"]) == (("FAILED",) * 2 if ROOT else ("FINISHED", "SUCCEEDED"))
+    assert (status, doc["status"]) == ("FINISHED", "SUCCEEDED")
     _assert_contained(report, home, listener)
 
 
@@ -351,9 +353,10 @@ def test_a_valid_hostile_model_is_contained(
     done = _predict(lab, home)
     assert done.returncode == 0, done.stderr[-2000:]
     with _planted_settings(home):
-        if ROOT:  # the settings file the model planted is refused by the next command
+        if ROOT:  # the home is not the pipeline account's to write: nothing was planted
+            assert not (home / "mlpilot.toml").exists()
             after = run_cli("runs", "list", env=_env(home))
-            assert "mlpilot.toml is not read" in _one_line(after.stderr)
+            assert after.returncode == 0 and "error:" not in after.stderr, after.stderr
     preds = max(home.glob("runs/predict-*/predictions.csv"), key=lambda p: p.stat().st_mtime)
     import pandas as pd
 

@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import threading
 import time
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from mlpilot.platform.errors import TrackingError
 from mlpilot.platform.ml.deferred_logger import DeferredRunLogger
-from mlpilot.platform.ml.entry import await_run_id
 from mlpilot.tracking.run_logger import NullRunLogger
 
 
@@ -84,23 +82,6 @@ def test_an_opening_error_is_raised_once_then_nothing_is_logged() -> None:
     with pytest.raises(TrackingError, match="stopped answering"):
         logger.log_model("model")
     assert isinstance(logger.resolve(), NullRunLogger) and logger.run_id is None
-
-
-def test_the_run_id_is_read_once_the_parent_writes_it(tmp_path: Path) -> None:
-    path = tmp_path / "mlflow_run_id"
-
-    def write() -> None:
-        time.sleep(0.1)
-        path.with_suffix(".tmp").write_text("abc123\n")
-        path.with_suffix(".tmp").replace(path)
-
-    threading.Thread(target=write).start()
-    assert await_run_id(path, timeout_s=5) == "abc123"
-
-
-def test_no_run_id_in_time_is_a_tracking_error(tmp_path: Path) -> None:
-    with pytest.raises(TrackingError, match="no MLflow run was handed over"):
-        await_run_id(tmp_path / "never", timeout_s=0.1)
 
 
 def test_a_failing_held_call_does_not_drop_the_others() -> None:

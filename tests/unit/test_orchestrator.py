@@ -175,6 +175,7 @@ class FakeExecutor:
         track: bool = True,
         prefer: str | None = None,
         extra_env: dict[str, str] | None = None,
+        registrations: tuple[Any, ...] = (),
     ) -> FakeLeg:
         self.extra_env = dict(extra_env or {})
         if self.refuse_starts:

@@ -90,11 +90,13 @@ def test_no_module_spells_the_protocol_names_itself() -> None:
         protocol.ENV_RUN_DIR,
         protocol.ENV_DATA,
         protocol.ENV_ENGINE_USED,
-        protocol.ENV_RUN_ID_FILE,
-        protocol.ENV_PARENT_PID,
+        protocol.ENV_RELAY,
+        protocol.ENV_STORE_MODELS,
         protocol.EVENTS_FILE,
         protocol.RESULT_FILE,
-        protocol.RUN_ID_FILE,
+        protocol.TRACKING_FILE,
+        protocol.STAGED_DIR,
+        protocol.STORE_MODELS_DIR,
     ]
     offenders = []
     for folder in ("platform", "tracking", "dashboards"):

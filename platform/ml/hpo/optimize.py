@@ -343,7 +343,8 @@ def _record(run: PipelineRun, study: Any, summary: dict[str, Any], *, plots: boo
     )
     if plots:
         summary["param_importances"] = S.param_importances(study)
-        if getattr(run.logger, "client", None) is not None:
+        logged = run.logger  # tracked: through MLflow, or relayed through the run folder
+        if getattr(logged, "client", None) is not None or getattr(logged, "relayed", False):
             with tempfile.TemporaryDirectory() as tmp:
                 summary["plots"] = S.log_plots(
                     run.logger, study, Path(tmp), summary["param_importances"]

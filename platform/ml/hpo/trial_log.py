@@ -44,7 +44,8 @@ class TrialLogger:
         batch: int = BATCH,
         interval_s: float = INTERVAL_S,
     ) -> None:
-        self.client = parent.client
+        self.parent = parent
+        self.client = getattr(parent, "client", None)
         self.parent_run_id = parent.run_id
         self.experiment_id = parent.experiment_id
         self.study_name = study_name
@@ -63,7 +64,8 @@ class TrialLogger:
     @classmethod
     def for_parent(cls, parent: Any, study_name: str, **options: Any) -> TrialLogger | None:
         """A logger under ``parent``, or None when the run is not tracked (NullRunLogger)."""
-        if getattr(parent, "client", None) is None or not getattr(parent, "run_id", None):
+        relayed = getattr(parent, "relayed", False)  # records in the run folder (no MLflow id)
+        if not relayed and (getattr(parent, "client", None) is None or not parent.run_id):
             return None
         return cls(parent, study_name, **options)
 
@@ -107,35 +109,19 @@ class TrialLogger:
                 return
 
     def _write(self, trial: optuna.trial.FrozenTrial) -> None:
-        from mlpilot.platform.ml.hpo.storage import OWNER_ATTR, describe_failure
-        from mlpilot.tracking.run_logger import MlflowRunLogger
+        from mlpilot.platform.ml.hpo.storage import describe_failure
 
         try:
-            owner = trial.user_attrs.get(OWNER_ATTR) or {}
-            tags = {
-                "mlflow.parentRunId": self.parent_run_id,
-                vocab.TAG_KIND: vocab.KIND_TRIAL,
-                vocab.TAG_TRIAL_STATE: trial.state.name,
-                vocab.TAG_TRIAL_NUMBER: str(trial.number),
-                vocab.TAG_STUDY: self.study_name,
-            }
-            if owner:
-                tags[vocab.TAG_WORKER] = f"{owner.get('host')}:{owner.get('pid')}"
-            if trial.user_attrs.get(vocab.ATTR_ENGINE):
-                tags[vocab.TAG_TRIAL_ENGINE] = str(trial.user_attrs[vocab.ATTR_ENGINE])
-            run = self.client.create_run(
-                self.experiment_id,
-                start_time=_ms(trial.datetime_start),
-                tags=tags,
-                run_name=f"trial-{trial.number}",
-            )
-            child = MlflowRunLogger(self.client, run.info.run_id, self.experiment_id, deferred=True)
+            tags, metrics = self._trial_tags(trial), self._trial_metrics(trial)
+            status = vocab.TRIAL_STATE_TO_MLFLOW.get(trial.state.name, "FAILED")
+            if getattr(self.parent, "relayed", False):
+                # the parent process creates the nested run (the pipeline has no MLflow)
+                child = self.parent.child(
+                    f"trial-{trial.number}", tags, start_ms=_ms(trial.datetime_start)
+                )
+            else:
+                child = self._mlflow_child(trial, tags)
             child.log_params(dict(trial.params))
-            metrics: dict[str, float] = {"trial_number": trial.number}
-            if trial.state.name == "COMPLETE" and trial.value is not None:
-                metrics["value"] = float(trial.value)
-            if trial.duration is not None:
-                metrics["duration_s"] = trial.duration.total_seconds()
             child.log_metrics(metrics)
             for step, value in sorted(trial.intermediate_values.items()):
                 child.log_metrics({"intermediate_value": value}, step=step)
@@ -143,11 +129,7 @@ class TrialLogger:
             if reason:
                 child.set_tags({vocab.ATTR_FAIL_REASON: reason})
             child.flush()
-            self.client.set_terminated(
-                run.info.run_id,
-                status=vocab.TRIAL_STATE_TO_MLFLOW.get(trial.state.name, "FAILED"),
-                end_time=_ms(trial.datetime_complete),
-            )
+            child.end(status, end_ms=_ms(trial.datetime_complete))
             self.logged += 1
             self.failed_in_a_row = 0
         except Exception as exc:  # tracking trouble costs the trial's run, never the study
@@ -156,3 +138,40 @@ class TrialLogger:
             self.failed_in_a_row += 1
             if self.failed == 1:
                 print(f"warning: logging trial {trial.number} failed: {exc}", file=sys.stderr)
+
+    def _trial_tags(self, trial: optuna.trial.FrozenTrial) -> dict[str, str]:
+        from mlpilot.platform.ml.hpo.storage import OWNER_ATTR
+
+        owner = trial.user_attrs.get(OWNER_ATTR) or {}
+        tags = {
+            vocab.TAG_KIND: vocab.KIND_TRIAL,
+            vocab.TAG_TRIAL_STATE: trial.state.name,
+            vocab.TAG_TRIAL_NUMBER: str(trial.number),
+            vocab.TAG_STUDY: self.study_name,
+        }
+        if owner:
+            tags[vocab.TAG_WORKER] = f"{owner.get('host')}:{owner.get('pid')}"
+        if trial.user_attrs.get(vocab.ATTR_ENGINE):
+            tags[vocab.TAG_TRIAL_ENGINE] = str(trial.user_attrs[vocab.ATTR_ENGINE])
+        return tags
+
+    @staticmethod
+    def _trial_metrics(trial: optuna.trial.FrozenTrial) -> dict[str, float]:
+        metrics: dict[str, float] = {"trial_number": trial.number}
+        if trial.state.name == "COMPLETE" and trial.value is not None:
+            metrics["value"] = float(trial.value)
+        if trial.duration is not None:
+            metrics["duration_s"] = trial.duration.total_seconds()
+        return metrics
+
+    def _mlflow_child(self, trial: optuna.trial.FrozenTrial, tags: dict[str, str]) -> Any:
+        """The trial's nested run in MLflow (a standalone script, ``mlpilot worker``)."""
+        from mlpilot.tracking.run_logger import MlflowRunLogger
+
+        run = self.client.create_run(
+            self.experiment_id,
+            start_time=_ms(trial.datetime_start),
+            tags={"mlflow.parentRunId": self.parent_run_id, **tags},
+            run_name=f"trial-{trial.number}",
+        )
+        return MlflowRunLogger(self.client, run.info.run_id, self.experiment_id, deferred=True)

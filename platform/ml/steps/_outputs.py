@@ -56,6 +56,18 @@ def register_model(
     from mlpilot.tracking import registry
 
     with run.stage("register"):
+        if getattr(run.logger, "relayed", False):
+            # under mlpilot the parent registers, checking the request against the plan
+            if run_id is None and run.model.pipeline is not None and not run.model.logged:
+                log_model(run)
+            run.logger.register(
+                name,
+                alias=alias,
+                source_run=run_id,
+                metric=metric or run.model.main_metric,
+                lineage=_lineage(run),
+            )
+            return
         client = getattr(run.logger, "client", None)
         if client is None:
             raise MlpilotError(
@@ -102,6 +114,25 @@ def _inside_run_dir(run: PipelineRun, name: str) -> Path:
     return out
 
 
+def _store_model(run: PipelineRun, model_uri: str | None) -> object:
+    """A model from the store, as the parent fetched and verified it before the start."""
+    import json
+    import os
+
+    import mlflow.pyfunc
+
+    from mlpilot.platform.ml import protocol
+
+    provided = json.loads(os.environ.get(protocol.ENV_STORE_MODELS) or "{}")
+    folder = provided.get(model_uri or "")
+    if not folder:
+        raise MlpilotError(
+            f"predict: no verified copy of {model_uri or 'the best model'} was provided",
+            hint="mlpilot fetches store models before the pipeline starts; see the run's notes",
+        )
+    return mlflow.pyfunc.load_model(str(run.run_dir / folder))
+
+
 def predict(
     run: PipelineRun, data_path: str, output_path: str | None = None, model_uri: str | None = None
 ) -> None:
@@ -109,6 +140,8 @@ def predict(
         frame = read_table(readable_path(data_path))
         if model_uri is None and run.model.pipeline is not None:
             model, source = run.model.pipeline, "this run's model"
+        elif getattr(run.logger, "relayed", False):
+            model, source = _store_model(run, model_uri), model_uri or "the experiment's best model"
         else:
             from mlpilot.tracking import registry
 
