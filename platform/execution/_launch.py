@@ -342,8 +342,6 @@ def _exec(spec: dict, command: list[str]) -> None:
     env = dict(os.environ)
     if spec.get("tree"):
         env["TMPDIR"] = "/tmp"  # the private tmpfs: a TMPDIR elsewhere is not writable
-        if spec.get("parent_pid_env") in env:  # the pipeline's parent is now the init
-            env[spec["parent_pid_env"]] = str(os.getppid())
     os.execvpe(command[0], command, env)
 
 

@@ -564,7 +564,6 @@ def _restrict(
         keep = [str(run_dir), *map(str, stores), *reads, *map(str, _interpreter_paths())]
         keep += [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
         contain.update(tree=True, tmp_mb=tmp_mb, cwd=str(run_dir), keep=keep, hide=list(HIDDEN))
-        contain["parent_pid_env"] = protocol.ENV_PARENT_PID
         record.tree = "own PID namespace: every process of the run ends with it"
         temporary = list(PRIVATE_TMP)
         filesystem = [
