@@ -1,10 +1,13 @@
 """Models are verified before they are loaded (DESIGN §8).
 
 A logged model is a pickle: loading it runs whatever code it holds. So when a model is
-logged, the SHA-256 digest of every file of it is recorded (a tag on the logged model and
-on its run, and in the run's MongoDB document); before any load, the files are fetched,
-their digests compared with the record, and only that verified copy is loaded. A changed,
-added or missing file refuses the load in one line. Models logged before digests existed
+logged, the SHA-256 digest of every file of it is recorded in the home's owner-only
+anchor store (``tracking/anchors.py``), keyed by the tracking URI and the logged model's
+id; before any load, the files are fetched, their digests compared with that record, and
+only that verified copy is loaded. A changed, added or missing file refuses the load in
+one line. The ``mlpilot.model.sha256`` tags are written too, for people and the dashboard
+only: pipelines can write MLflow's store, so a tag is never what a model is checked
+against. Models whose digests are only tags (recorded before the anchor store) or none
 load only with ``trust_unverified``; local folders only with ``trust_local``.
 """
 
@@ -14,11 +17,13 @@ import hashlib
 import json
 import logging
 import re
+import shutil
 import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from mlpilot.platform.errors import TrackingError
+from mlpilot.tracking.anchors import AnchorStore, AnchorsUnreadable
 from mlpilot.tracking.vocab import TAG_MODEL_DIGESTS
 
 if TYPE_CHECKING:
@@ -50,20 +55,87 @@ def digest_folder(folder: Path) -> dict[str, str]:
 
 
 def record_digests(client: MlflowClient, model_uri: str, run_id: str) -> dict[str, str]:
-    """Digest a just-logged model and record it on the logged model and its run."""
+    """Digest a just-logged model and anchor it in the home's private store."""
     with tempfile.TemporaryDirectory() as tmp:
         local = download(model_uri, Path(tmp), client)
         digests = digest_folder(local)
+    anchor_digests(client, model_uri, digests, run_id)
     value = json.dumps(digests, sort_keys=True)
     model_id = logged_id(client, model_uri)
+    # for display only (runs show, the dashboard): never what a load is checked against
     if model_id:
         client.set_logged_model_tags(model_id, {TAG_MODEL_DIGESTS: value})
     client.set_tag(run_id, TAG_MODEL_DIGESTS, value)
     return digests
 
 
+def anchor_digests(
+    client: MlflowClient, model_uri: str, digests: dict[str, str], run_id: str | None
+) -> bool:
+    """Record ``digests`` as the anchor of ``model_uri`` (its logged model, and its run
+    for ``runs:/`` URIs); False where this process may not write the store."""
+    store = AnchorStore.current()
+    keys = [key for key in (_model_key(client, model_uri), run_id and f"run:{run_id}") if key]
+    try:
+        for key in keys:
+            store.record_model(client.tracking_uri, key, digests, run_id)
+    except PermissionError:
+        # a pipeline's own account: the parent records what it logs on its behalf
+        logger.debug("not anchoring %s: the private store is not writable here", model_uri)
+        return False
+    return bool(keys)
+
+
+def vouch(client: MlflowClient, model_uri: str, digests: dict[str, str]) -> None:
+    """The user's own record of ``model_uri`` as its files are now (``models verify
+    --record``): the anchor, and the display tag."""
+    if _model_key(client, model_uri) is None:
+        raise TrackingError(f"{model_uri} names no logged model whose digests could be recorded")
+    if not anchor_digests(client, model_uri, digests, None):
+        raise TrackingError(
+            f"cannot record the digests of {model_uri}: this account cannot write "
+            f"{AnchorStore.current().folder}",
+            hint="run it as the home's owner",
+        )
+    model_id = logged_id(client, model_uri)
+    if model_id:  # for display only
+        client.set_logged_model_tags(model_id, {TAG_MODEL_DIGESTS: json.dumps(digests)})
+
+
+def anchor_run_model(client: MlflowClient, model_uri: str, run_id: str) -> bool:
+    """The parent's record of the model a run it launched reports: anchored once, only
+    when it is a model of that run (a pipeline's report names any model it likes)."""
+    model_id = logged_id(client, model_uri)
+    if model_id is None or recorded_digests(client, model_uri) is not None:
+        return False
+    source = getattr(client.get_logged_model(model_id), "source_run_id", None)
+    if source != run_id:
+        logger.debug("not anchoring %s: logged by run %s, not %s", model_uri, source, run_id)
+        return False
+    record_digests(client, model_uri, run_id)
+    return True
+
+
 def recorded_digests(client: MlflowClient, model_uri: str) -> dict[str, str] | None:
-    """The digests recorded for ``model_uri`` when it was logged (or vouched for), if any."""
+    """The digests this home recorded for ``model_uri`` when it was logged (or vouched
+    for), if any; raises ``AnchorsUnreadable`` in a process that may not read them."""
+    key = _model_key(client, model_uri)
+    if key is None:
+        return None
+    return AnchorStore.current().model_digests(client.tracking_uri, key)
+
+
+def _model_key(client: MlflowClient, model_uri: str) -> str | None:
+    """What a model's anchor is filed under: its logged model's id, else its run's."""
+    model_id = logged_id(client, model_uri)
+    if model_id:
+        return model_id
+    match = _RUN.match(model_uri)
+    return f"run:{match['run']}" if match else None
+
+
+def tag_digests(client: MlflowClient, model_uri: str) -> dict[str, str] | None:
+    """The digests an MLflow tag claims (display only: pipelines can write tags)."""
     model_id = logged_id(client, model_uri)
     raw = None
     if model_id:
@@ -71,7 +143,27 @@ def recorded_digests(client: MlflowClient, model_uri: str) -> dict[str, str] | N
     match = _RUN.match(model_uri)
     if raw is None and match:
         raw = client.get_run(match["run"]).data.tags.get(TAG_MODEL_DIGESTS)
-    return json.loads(raw) if raw else None
+    try:
+        return json.loads(raw) if raw else None
+    except ValueError:
+        return None
+
+
+def unverified_error(client: MlflowClient, model_uri: str) -> TrackingError:
+    """Why ``model_uri`` has no anchor: never recorded, or recorded only as MLflow tags."""
+    if tag_digests(client, model_uri) is not None:
+        return TrackingError(
+            f"{model_uri} is unverified: its digests are only MLflow tags (recorded before "
+            "mlpilot kept them in its private store), which pipelines can write",
+            hint="check the model, then: mlpilot models verify REF --record; "
+            "or pass --trust-unverified",
+        )
+    return TrackingError(
+        f"{model_uri} has no recorded digests in this home (logged outside it, or before "
+        "mlpilot recorded them)",
+        hint="check it, then: mlpilot models verify NAME/VERSION --record; "
+        "or pass --trust-unverified",
+    )
 
 
 def fetch_verified(
@@ -91,23 +183,36 @@ def fetch_verified(
             )
         return Path(model_uri)
     local = download(model_uri, dest, client)
-    expected = recorded_digests(client, model_uri)
+    try:
+        _check(client, model_uri, local, trust_unverified)
+    except BaseException:
+        # a refused copy is not left where a pipeline could read it (a planted link's
+        # target may have been copied in)
+        shutil.rmtree(local, ignore_errors=True)
+        raise
+    return local
+
+
+def _check(client: MlflowClient, model_uri: str, local: Path, trust_unverified: bool) -> None:
+    try:
+        expected = recorded_digests(client, model_uri)
+    except AnchorsUnreadable as exc:
+        raise TrackingError(
+            f"{model_uri} cannot be checked here: {exc.message}",
+            hint="load models from the store through mlpilot (mlpilot predict), "
+            "which checks them before a pipeline starts",
+        ) from None
     if expected is None:
         if trust_unverified:
             logger.warning("loading %s without digests (--trust-unverified)", model_uri)
-            return local
-        raise TrackingError(
-            f"{model_uri} has no recorded digests (logged before mlpilot recorded them)",
-            hint="check it, then: mlpilot models verify NAME/VERSION --record; "
-            "or pass --trust-unverified",
-        )
+            return
+        raise unverified_error(client, model_uri)
     problem = compare(expected, digest_folder(local))
     if problem:
         raise TrackingError(
             f"{model_uri} does not match its recorded digests: {problem}",
             hint="the model's files changed after it was logged: it is not loaded",
         )
-    return local
 
 
 def load_verified(

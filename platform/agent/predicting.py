@@ -52,6 +52,10 @@ def predict_file(
     run_dir.mkdir(parents=True)
     if not model_uri.startswith(("models:/", "runs:/")):
         model_uri = _local_copy(model_uri, run_dir, trust_local)
+    else:
+        # checked here, against the private store the pipeline's account cannot read; the
+        # child loads that verified copy (DESIGN §8)
+        model_uri, trust_local = _verified_copy(model_uri, run_dir, trust_unverified), True
     trust = [name for name, on in (("unverified", trust_unverified), ("local", trust_local)) if on]
     leg = (
         Executor(settings)
@@ -73,6 +77,16 @@ def predict_file(
         failure = leg.failure()
         raise MlpilotError(str(failure.get("message") or "prediction failed"))
     return _deliver(run_dir / protocol.PREDICTIONS_FILE, out, int(leg.result.predictions["rows"]))
+
+
+def _verified_copy(model_uri: str, run_dir: Path, trust_unverified: bool) -> str:
+    from mlpilot.platform.config import get_settings
+    from mlpilot.tracking.mlflow_store import make_client
+    from mlpilot.tracking.trust import fetch_verified
+
+    client = make_client(get_settings())
+    dest = run_dir / "model-verified"
+    return str(fetch_verified(client, model_uri, dest, trust_unverified=trust_unverified))
 
 
 def _local_copy(folder: str, run_dir: Path, trust_local: bool) -> str:

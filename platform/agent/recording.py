@@ -6,7 +6,7 @@ from typing import Any
 
 from mlpilot.platform.agent.request import RunOutcome
 from mlpilot.platform.agent.sessions import Session, save_session
-from mlpilot.platform.errors import describe_error
+from mlpilot.platform.errors import MlpilotError, describe_error
 from mlpilot.platform.ml import protocol
 from mlpilot.platform.ml.protocol import PipelineResult
 from mlpilot.platform.plan import Plan
@@ -23,6 +23,7 @@ def record_result(leg: Any, logger: Any, store: Any, outcome: RunOutcome, run_id
     outcome.metrics.update(result.metrics)
     outcome.timings.update(result.timings)
     outcome.model_uri = result.model_uri
+    _anchor_model(logger, result, run_id)
     outcome.importance = result.importance
     outcome.registered = result.registered
     outcome.predictions = result.predictions
@@ -57,6 +58,20 @@ def record_result(leg: Any, logger: Any, store: Any, outcome: RunOutcome, run_id
                 vocab.TAG_METRIC: outcome.main_metric or "",
             }
         )
+
+
+def _anchor_model(logger: Any, result: PipelineResult, run_id: str) -> None:
+    """The run's model's digests into the home's private store, which the pipeline
+    itself cannot write (DESIGN §8)."""
+    client = getattr(logger, "client", None)
+    if client is None or not result.model_uri:
+        return
+    from mlpilot.tracking import trust
+
+    try:
+        trust.anchor_run_model(client, result.model_uri, run_id)
+    except MlpilotError as exc:  # the run stands; its model just stays unverified
+        result.notes.append(f"the model's digests were not recorded: {exc.one_line()}")
 
 
 def _record_containment(leg: Any, logger: Any, fields: dict[str, Any]) -> None:
