@@ -59,8 +59,11 @@ def launch(
 
 
 def _write_script(run_dir: Path, source: str) -> Path:
+    from mlpilot.tracking import anchors
+
     script = run_dir / SCRIPT_FILE
     script.write_text(source, encoding="utf-8")
+    anchors.record_script(script, source)  # what a re-run by hand is checked against
     return script
 
 
