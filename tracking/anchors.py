@@ -63,7 +63,7 @@ class AnchorStore:
     def readable(self) -> bool:
         """Whether this process may read the store (an absent store reads as empty)."""
         if not self.private_dir.exists():
-            return os.access(self.private_dir.parent, os.X_OK)
+            return True  # nothing recorded yet (or nothing this account can even see)
         return os.access(self.private_dir, os.R_OK | os.X_OK)
 
     def _read(self, kind: str, key: dict[str, str]) -> dict[str, Any] | None:

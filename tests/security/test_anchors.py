@@ -202,6 +202,11 @@ def test_a_pipeline_cannot_reach_another_homes_anchors(attacked: dict[str, Any])
     for name in ("list anchors", "list anchors/models", "plant anchor"):
         assert report[name].startswith("refused: PermissionError"), report
     assert not list((attacked["home"] / "private").rglob("forged.json"))
+    anchors = attacked["home"] / "private" / "anchors"
+    entries = [p for p in anchors.rglob("*") if p.is_file()]
+    assert entries and all(p.stat().st_mode & 0o777 == 0o600 for p in entries)
+    folders = [anchors, *(p for p in anchors.rglob("*") if p.is_dir())]
+    assert all(p.stat().st_mode & 0o777 == 0o700 and p.stat().st_uid == 0 for p in folders)
 
 
 def test_a_rewritten_model_and_its_tags_are_refused(lab: Path, attacked: dict[str, Any]) -> None:
@@ -232,7 +237,7 @@ def test_another_home_cannot_vouch_for_a_model(lab: Path, attacked: dict[str, An
     assert verify.returncode == 1 and "changed model.pkl" in verify.stdout + verify.stderr
 
 
-def test_digests_only_in_tags_are_not_trusted(lab: Path, victim: dict[str, Any]) -> None:
+def test_digests_only_in_tags_are_not_trusted(lab: Path) -> None:
     """A model from before the anchor store: its tags name its digests, but tags are
     writable by pipelines, so it is unverified until its owner records it."""
     home = lab / "home-legacy"
@@ -261,7 +266,7 @@ def _by_hand(script: Path, lab: Path, home: Path) -> subprocess.CompletedProcess
     )
 
 
-def test_an_untouched_script_reruns_without_a_word(lab: Path, victim: dict[str, Any]) -> None:
+def test_an_untouched_script_reruns_without_a_word(lab: Path) -> None:
     other = lab / "home-untouched"
     outcome = _run(lab, other, _plan(lab, {"tool": "train_model", "args": {"model": "linear"}}))
     done = _by_hand(Path(outcome["run_dir"]) / "pipeline.py", lab, other)
@@ -291,9 +296,7 @@ def test_a_copy_elsewhere_warns_and_runs(
     assert len(warnings) == 1 and "digest was not checked" in warnings[0], done.stderr[-2000:]
 
 
-def test_a_script_linked_out_of_its_folder_is_refused(
-    lab: Path, victim: dict[str, Any], tmp_path: Path
-) -> None:
+def test_a_script_linked_out_of_its_folder_is_refused(lab: Path, tmp_path: Path) -> None:
     """A ``pipeline.py`` swapped for a link: the check reads no link, and refuses."""
     other = lab / "home-linked"
     outcome = _run(lab, other, _plan(lab, {"tool": "train_model", "args": {"model": "linear"}}))
