@@ -38,6 +38,7 @@ _RUN = re.compile(r"^runs:/(?P<run>[0-9a-zA-Z]+)/(?P<path>.+)$")
 #: written by MLflow's downloader itself (the registry name and version it was fetched
 #: as): not one of the stored files, and never loaded as code
 _DOWNLOAD_META = frozenset({"registered_model_meta"})
+_MODEL_FILE_LIMIT = 1 << 36  # one file of a model: far above any real one
 
 
 def digest_folder(folder: Path) -> dict[str, str]:
@@ -253,6 +254,9 @@ def download(model_uri: str, dest: Path, client: MlflowClient) -> Path:
     from mlpilot.tracking.mlflow_store import scoped_tracking_uri
 
     try:
+        source = _local_files(client, model_uri)
+        if source is not None:
+            return _copy_without_links(model_uri, source, dest)
         with scoped_tracking_uri(client.tracking_uri):  # models:/ resolves through it
             return Path(
                 mlflow.artifacts.download_artifacts(artifact_uri=model_uri, dst_path=str(dest))
@@ -263,6 +267,46 @@ def download(model_uri: str, dest: Path, client: MlflowClient) -> Path:
             f"cannot fetch model {model_uri}: {first}",
             hint="list models and aliases with: mlpilot models list",
         ) from None
+
+
+def _local_files(client: MlflowClient, model_uri: str) -> Path | None:
+    """The folder of a logged model's files when the artifact store is a local folder."""
+    model_id = logged_id(client, model_uri)
+    if model_id is None:
+        return None  # runs:/…: MLflow resolves it (its copy follows links)
+    return urlparse_path(str(client.get_logged_model(model_id).artifact_location or ""))
+
+
+def _copy_without_links(model_uri: str, source: Path, dest: Path) -> Path:
+    """The model's regular files, copied without following a link: pipelines can write the
+    local artifact store, and a link planted there must not make root copy what it names
+    (``/etc/shadow``) into a folder a pipeline then reads."""
+    from mlpilot.platform.config import get_settings
+    from mlpilot.tracking.runfolder import RunFolder, UnsafeFile
+
+    root = urlparse_path(get_settings().artifact_root)
+    real = source.resolve()
+    if root is not None and not real.is_relative_to(root.resolve()):
+        raise TrackingError(
+            f"cannot fetch model {model_uri}: its folder leads out of the artifact store ({real})",
+            hint="a link was planted in the store: the model is not loaded",
+        )
+    try:
+        with RunFolder(real) as folder:
+            for name, _size in folder.files():
+                (dest / name).parent.mkdir(parents=True, exist_ok=True)
+                folder.copy_out(name, dest / name, _MODEL_FILE_LIMIT)
+    except UnsafeFile as exc:
+        raise TrackingError(f"cannot fetch model {model_uri}: {exc.message}") from None
+    return dest
+
+
+def urlparse_path(uri: str | None) -> Path | None:
+    """The local folder of a ``file:`` (or plain path) URI; None for anything else."""
+    from urllib.parse import unquote, urlparse
+
+    where = urlparse(uri or "")
+    return Path(unquote(where.path)) if where.scheme in ("", "file") and where.path else None
 
 
 def logged_id(client: MlflowClient, model_uri: str) -> str | None:

@@ -255,6 +255,27 @@ def test_digests_only_in_tags_are_not_trusted(lab: Path) -> None:
     assert out.is_file()
 
 
+@needs_root
+def test_a_link_planted_in_the_artifact_store_is_not_followed(lab: Path) -> None:
+    """A model file swapped for a link to a root-only file: mlpilot (root) copies the
+    model without following it, so the file is missing, the load refused, and nothing
+    of the link's target lands where a pipeline could read it."""
+    home = lab / "home-link"
+    outcome = _run(lab, home, _plan(lab, {"tool": "train_model", "args": {"model": "linear"}}))
+    model_id = outcome["model_uri"].removeprefix("models:/")
+    (pkl,) = [p for p in (home / "artifacts").rglob("model.pkl") if model_id in str(p)]
+    pkl.unlink()
+    pkl.symlink_to("/etc/shadow")
+    verify = invoke_cli("models", "verify", outcome["model_uri"], env=_env(home))
+    assert verify.returncode == 1 and "missing model.pkl" in verify.stdout + verify.stderr
+    args = ("--model", outcome["model_uri"], "--data", str(lab / "rows.csv"))
+    done = run_cli("predict", *args, env=_env(home), cwd=lab)
+    assert done.returncode == 1 and "missing model.pkl" in _one_line(done.stderr)
+    shadow = Path("/etc/shadow").read_bytes()
+    copies = [p for p in home.glob("runs/predict-*/**/*") if p.is_file()]
+    assert not [p for p in copies if p.read_bytes() == shadow], copies
+
+
 # -- script digests -----------------------------------------------------------------------
 def _by_hand(script: Path, lab: Path, home: Path) -> subprocess.CompletedProcess[str]:
     """``python pipeline.py`` as the README suggests, as the home's owner."""
