@@ -147,12 +147,12 @@ SCRIPT_LIMIT = 16 << 20  # far above any generated pipeline.py
 
 
 def record_script(script: Path, source: str, run_id: str | None = None) -> None:
-    """Anchor the ``pipeline.py`` the parent just wrote into its run folder."""
-    from mlpilot.platform.config import get_settings
-
+    """Anchor the ``pipeline.py`` the parent just wrote into its run folder (in the home
+    the folder belongs to: ``HOME/runs/<folder>/pipeline.py``, as ``check_script`` reads)."""
+    run_dir = script.parent.resolve()
     digest = sha256_bytes(source.encode("utf-8"))
     try:
-        AnchorStore.of(get_settings()).record_script(script.parent.resolve(), digest, run_id)
+        AnchorStore(run_dir.parent.parent / "private").record_script(run_dir, digest, run_id)
     except OSError as exc:
         raise TrackingError(f"cannot record the digest of {script}: {exc}") from None
 
