@@ -74,9 +74,13 @@ def launch(
 def _write_script(run_dir: Path, source: str) -> Path:
     """``pipeline.py``, the parent's own and read-only: in a sticky run folder the pipeline
     can neither change it nor put another in its place (rerunning it reruns this code)."""
+    from mlpilot.tracking import anchors
+
     with RunFolder(run_dir) as folder:
         folder.write_new(SCRIPT_FILE, source, mode=SCRIPT_MODE)
-    return run_dir / SCRIPT_FILE
+    script = run_dir / SCRIPT_FILE
+    anchors.record_script(script, source)  # what a re-run by hand is checked against
+    return script
 
 
 def _start_leg(

@@ -256,18 +256,18 @@ def verify(
     record: Annotated[
         bool,
         typer.Option(
-            "--record", help="Record the files' digests now (you vouch for the model as it is)."
+            "--record",
+            help="Record the files' digests now in this home's private store (you vouch "
+            "for the model as it is; with a shared tracking server, for this home only).",
         ),
     ] = False,
 ) -> None:
-    """Check a model's files against the digests recorded when it was logged."""
-    import json
+    """Check a model's files against the digests this home recorded when it was logged."""
     import tempfile
     from pathlib import Path
 
     from mlpilot.platform.agent.predicting import normalize_model_uri
     from mlpilot.tracking import trust
-    from mlpilot.tracking.vocab import TAG_MODEL_DIGESTS
 
     client = _client()
     uri = normalize_model_uri(ref)
@@ -276,20 +276,20 @@ def verify(
     expected = trust.recorded_digests(client, uri)
     out = console()
     if record:
-        model_id = trust.logged_id(client, uri)
-        if model_id is None:
-            raise MlpilotError(f"{uri} names no logged model whose digests could be recorded")
-        client.set_logged_model_tags(
-            model_id, {TAG_MODEL_DIGESTS: json.dumps(actual, sort_keys=True)}
+        trust.vouch(client, uri, actual)
+        differs = expected is not None and trust.compare(expected, actual)
+        out.print(
+            f"recorded the digests of {len(actual)} files of {uri} in this home's private store"
+            + (f" (they replace a different record: {differs})" if differs else ""),
+            markup=False,
         )
-        out.print(f"recorded the digests of {len(actual)} files of {uri}", markup=False)
         return
     if expected is None:
-        raise MlpilotError(
-            f"{uri} has no recorded digests",
-            hint="check the model, then record them: mlpilot models verify REF --record",
-        )
+        raise trust.unverified_error(client, uri)
     problem = trust.compare(expected, actual)
     if problem:
-        raise MlpilotError(f"{uri} does not match its recorded digests: {problem}")
+        raise MlpilotError(
+            f"{uri} does not match its recorded digests: {problem}",
+            hint="its files changed after they were recorded: predict refuses to load it",
+        )
     out.print(f"{uri}: all {len(actual)} files match their recorded digests", markup=False)

@@ -379,9 +379,12 @@ def _check_trusted(path: Path) -> None:
     writable_by_pipelines = bool(info.st_mode & stat.S_IWGRP) and info.st_gid == _run_gid()
     if info.st_uid not in owners or info.st_mode & stat.S_IWOTH or writable_by_pipelines:
         raise SettingsError(
-            f"{path} is not read: it is owned by another account or writable by others "
-            "(pipelines could change mlpilot's settings through it)",
-            hint=f"check it, then: chown $(id -u) {path} && chmod 644 {path}",
+            f"{path} is not read: another account could have written it (it is owned by "
+            "another account or writable by others, and pipelines could change mlpilot's "
+            "settings through it)",
+            # never "chown it": another account could have written it, and trusting it
+            # would let that account choose who pipelines run as
+            hint=f"delete {path} and write your own, or set the settings as environment variables",
         )
 
 

@@ -74,6 +74,7 @@ def open_pipeline(
 
     configure_logging()
     args = parse_args(argv, default_data)
+    check_own_script()
     run_dir = Path(args.run_dir or os.getcwd()).resolve()
     run_dir.mkdir(parents=True, exist_ok=True)
     engine = args.engine or os.environ.get(protocol.ENV_ENGINE_USED, "cpu")
@@ -101,6 +102,23 @@ def open_pipeline(
         started_at=_env_time(protocol.ENV_RUN_STARTED_AT),
         prefer=os.environ.get(protocol.ENV_PREFER) or engine,
     )
+
+
+def check_own_script() -> None:
+    """A ``pipeline.py`` run by hand from a run folder must be the one mlpilot wrote there:
+    a pipeline could have rewritten an earlier run's script for its owner to re-run. Run
+    by mlpilot, it was recorded a moment ago; elsewhere (a copy) it only warns."""
+    script = getattr(sys.modules.get("__main__"), "__file__", None)
+    if os.environ.get(protocol.ENV_LAUNCHED_AT) or not script:
+        return
+    from mlpilot.tracking.anchors import check_script
+
+    try:
+        warning = check_script(Path(os.path.abspath(script)))
+    except TrackingError as exc:
+        raise SystemExit(f"error: {exc.one_line()}") from None
+    if warning:
+        print(f"warning: {warning}", file=sys.stderr)
 
 
 def _env_time(name: str) -> float | None:
