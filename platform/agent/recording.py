@@ -6,7 +6,7 @@ from typing import Any
 
 from mlpilot.platform.agent.request import RunOutcome
 from mlpilot.platform.agent.sessions import Session, save_session
-from mlpilot.platform.errors import MlpilotError, describe_error
+from mlpilot.platform.errors import describe_error
 from mlpilot.platform.ml import protocol
 from mlpilot.platform.ml.protocol import PipelineResult
 from mlpilot.platform.plan import Plan

@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 from typing import Any, NoReturn
 
+from mlpilot.platform.errors import TrackingError
 from mlpilot.platform.ml import protocol
 from mlpilot.platform.ml.context import PipelineRun
 from mlpilot.platform.ml.deferred_logger import DeferredRunLogger
