@@ -234,6 +234,7 @@ class Orchestrator:
             run.finish(final)
             return
         except Exception as exc:
+            logger.debug("ending run %s failed: %s", run.run_id, exc)
             first = exc
             retry = space.out_of_space(exc, self.settings.home) and space.release_reserve(
                 self.settings.private_dir
@@ -243,6 +244,7 @@ class Orchestrator:
                 run.finish(final)
                 return
             except Exception as exc:
+                logger.debug("ending run %s failed again: %s", run.run_id, exc)
                 first = exc
         logger.debug("run %s could not be ended", run.run_id, exc_info=first)
         error = dict(run.outcome.error or failure_of(first, run.state))

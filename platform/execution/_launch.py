@@ -32,6 +32,7 @@ import contextlib
 import ctypes
 import fcntl
 import json
+import logging
 import os
 import resource
 import select
@@ -39,6 +40,8 @@ import signal
 import socket
 import struct
 import sys
+
+logger = logging.getLogger(__name__)
 
 CLONE_NEWNS, CLONE_NEWPID, CLONE_NEWNET = 0x00020000, 0x20000000, 0x40000000
 #: namespace flags a pipeline may not pass to clone() (the seccomp filter checks them)
@@ -441,6 +444,7 @@ def _contained(step: object) -> None:
         print(f"mlpilot could not contain the pipeline: {exc}", file=sys.stderr, flush=True)
         os._exit(FAILED_TO_CONTAIN)
     except BaseException as exc:  # the pipeline never runs after a surprise either
+        logger.debug("containment step failed", exc_info=True)
         print(f"mlpilot could not contain the pipeline: {exc!r}", file=sys.stderr, flush=True)
         os._exit(FAILED_TO_CONTAIN)
     os._exit(FAILED_TO_CONTAIN)  # exec returned

@@ -11,6 +11,7 @@ make the group one process (the relay): killing it ends the whole tree.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import signal
 import subprocess
@@ -22,6 +23,8 @@ from pathlib import Path
 from typing import Protocol
 
 from mlpilot.tracking.runfolder import RunFolder
+
+logger = logging.getLogger(__name__)
 
 #: variables passed through from the parent environment when set
 ENV_ALLOW = frozenset(

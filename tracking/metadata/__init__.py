@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -19,6 +20,8 @@ from mlpilot.tracking.metadata._base import (
     utcnow,
 )
 from mlpilot.tracking.metadata._outbox import Outbox, RecordingStore
+
+logger = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from mlpilot.platform.config import Settings
