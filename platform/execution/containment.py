@@ -2,8 +2,8 @@
 
 When mlpilot runs as root, a pipeline runs as ``mlpilot-run``, an unprivileged system
 account created on first need (``nobody`` where accounts cannot be created). It reaches
-exactly what it legitimately writes — its run folder, the MLflow store and artifacts, the
-Optuna journal it is given — through the account's group: those folders belong to it,
+exactly what it legitimately writes — its run folder, the MLflow store and artifacts —
+through the account's group (the Optuna storage only through the parent's proxy): those folders belong to it,
 with a default ACL so that files either side creates stay writable for both, and folders
 above them that are closed to others (``/root`` is 0700) get a traverse-only ACL entry for
 that group (they stay unlistable). The metadata store, outbox and sessions live under
@@ -305,7 +305,7 @@ def _network(settings: Any) -> tuple[bool, str]:
         for name, uri in (
             ("tracking", settings.tracking_uri),
             ("artifacts", settings.artifact_root or ""),
-            ("optuna", settings.optuna_storage),
+            # no Optuna: the parent reaches the study's storage for the child (optuna_proxy)
         )
         if "://" in uri and not uri.startswith(("sqlite:///", "file:"))
     ]
@@ -315,9 +315,12 @@ def _network(settings: Any) -> tuple[bool, str]:
 
 
 def _store_paths(settings: Any) -> tuple[list[Path], list[Path]]:
-    """The database files and the folders the child writes (MLflow, artifacts, Optuna)."""
+    """The database files and the folders the child writes (MLflow, artifacts).
+
+    Not the Optuna storage: the child reaches its study only through the parent's proxy.
+    """
     databases, folders = [], []
-    for uri in (settings.tracking_uri, settings.optuna_storage):
+    for uri in (settings.tracking_uri,):
         if uri.startswith("sqlite:///"):
             databases.append(Path(uri.removeprefix("sqlite:///")).expanduser())
     if (settings.artifact_root or "").startswith("file:"):
@@ -325,8 +328,6 @@ def _store_paths(settings: Any) -> tuple[list[Path], list[Path]]:
         from urllib.request import url2pathname
 
         folders.append(Path(url2pathname(urlparse(settings.artifact_root).path)))
-    if "://" not in settings.optuna_storage:  # a journal file: its folder holds its locks
-        folders.append(Path(settings.optuna_storage).expanduser().parent)
     return databases, folders
 
 

@@ -21,20 +21,24 @@ When the leg ends, trials it left RUNNING are marked FAIL.
 from __future__ import annotations
 
 import ast
+import contextlib
 import json
 import logging
+import os
 import re
 import socket
+import stat
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mlpilot.platform.errors import MlpilotError
 from mlpilot.platform.ml import protocol
 from mlpilot.platform.ml.hpo import proxy as P
 from mlpilot.platform.ml.hpo.spec import check_recipe
-from mlpilot.platform.ml.hpo.storage import open_storage, owner_record, redact
+from mlpilot.platform.ml.hpo.storage import is_rdb, open_storage, owner_record, redact
 from mlpilot.tracking import vocab
 
 logger = logging.getLogger(__name__)
@@ -47,6 +51,7 @@ MAX_KEY_CHARS = 256
 MAX_REASON_CHARS = 2000
 #: the suffix ``default_study_name`` gives a study of a run without an MLflow run
 _UNTRACKED_SUFFIX = r"\d{8}-\d{6}-[0-9a-f]{4}"
+_ACL_ACCESS, _ACL_DEFAULT = "system.posix_acl_access", "system.posix_acl_default"
 
 
 class Refused(Exception):
@@ -62,6 +67,8 @@ class StudyPolicy:
     models: list[str] = field(default_factory=list)
     functions: frozenset[str] = frozenset()
     run_id: str | None = None
+    #: studies it may load by exact name (a worker's one study); it creates none of them
+    names: frozenset[str] = frozenset()
 
     @classmethod
     def for_script(cls, script: Path, run_id: str | None = None) -> StudyPolicy:
@@ -90,12 +97,16 @@ class StudyPolicy:
 
     def may_load(self, name: str) -> bool:
         """A study this leg's own request names (found again by its MLflow run id)."""
+        if name in self.names:
+            return True
         if not self.run_id:
             return False
         return self._pattern(re.escape(self.run_id[:8])).fullmatch(name) is not None
 
     def may_create(self, name: str) -> bool:
         """Also a fresh study of an untracked leg (its name holds a timestamp)."""
+        if name in self.names:
+            return False
         return self.may_load(name) or self._pattern(_UNTRACKED_SUFFIX).fullmatch(name) is not None
 
 
@@ -443,9 +454,41 @@ class StorageProxy:
                 logger.debug("trial %d finished meanwhile: %s", trial_id, exc)
 
 
-def start_proxy(settings: Any, script: Path, run_id: str | None = None) -> StorageProxy:
-    """The storage proxy of one pipeline leg, serving (the policy read from ``script``)."""
-    return StorageProxy(settings.optuna_storage, StudyPolicy.for_script(script, run_id)).start()
+def keep_journal_private(storage_url: str) -> None:
+    """The journal's folder and files writable by mlpilot alone, before a pipeline starts.
+
+    ``$MLPILOT_HOME`` is shared with the pipelines' group (the sqlite MLflow store), and a
+    folder created in it inherits that share; mlpilot before the proxy shared the journal's
+    folder on purpose. Both are undone here. A folder or file of another owner (planted by a
+    pipeline) is refused: the study's storage must be mlpilot's own.
+    """
+    if is_rdb(storage_url) or os.geteuid() != 0:
+        return
+    folder = Path(storage_url).expanduser().parent
+    folder.mkdir(parents=True, exist_ok=True)
+    for path in (folder, *folder.iterdir()):
+        info = path.lstat()
+        if info.st_uid != os.geteuid():
+            raise MlpilotError(
+                f"{path} belongs to uid {info.st_uid}, not to mlpilot: the Optuna storage is not used",
+                hint="remove it (a pipeline may have planted it) or set MLPILOT_OPTUNA_STORAGE",
+            )
+        if stat.S_ISLNK(info.st_mode):
+            continue
+        for name in (_ACL_ACCESS, _ACL_DEFAULT):
+            with contextlib.suppress(OSError):  # no ACL of that kind (or none on this fs)
+                os.removexattr(path, name)
+        mode = stat.S_IMODE(info.st_mode) & ~(stat.S_IWGRP | stat.S_IWOTH | stat.S_ISGID)
+        os.chmod(path, mode)
 
 
-__all__ = ["MAX_ATTR_BYTES", "StorageProxy", "StudyPolicy", "start_proxy"]
+def start_proxy(
+    settings: Any, script: Path, run_id: str | None = None, *, policy: StudyPolicy | None = None
+) -> StorageProxy:
+    """The storage proxy of one leg, serving: ``policy``, else the one read from ``script``."""
+    keep_journal_private(settings.optuna_storage)
+    policy = policy or StudyPolicy.for_script(script, run_id)
+    return StorageProxy(settings.optuna_storage, policy).start()
+
+
+__all__ = ["MAX_ATTR_BYTES", "StorageProxy", "StudyPolicy", "keep_journal_private", "start_proxy"]

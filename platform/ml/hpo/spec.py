@@ -198,15 +198,18 @@ def rebuild_run(
 ) -> PipelineRun:
     """A ``PipelineRun`` with the study's data prepared exactly as when the study was created."""
     from mlpilot.platform.ml.context import PipelineRun
+    from mlpilot.platform.ml.io import readable_path
     from mlpilot.tracking.run_logger import NullRunLogger
 
     path = data_path or spec.data_path
-    if not Path(path).is_file():
+    # a contained trial loop gets the file as a descriptor (``protocol.ENV_READ_MAP``)
+    opened = readable_path(path)
+    if not opened.is_file():
         raise MlpilotError(
             f"the study's data file {path} is not here",
             hint="pass the same file with --data (the file this study was created on)",
         )
-    size = Path(path).stat().st_size
+    size = opened.stat().st_size
     run_dir.mkdir(parents=True, exist_ok=True)
     run = PipelineRun(
         plan={"adapter": spec.adapter, "steps": spec.steps},
