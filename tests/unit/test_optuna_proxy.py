@@ -1,0 +1,134 @@
+"""The Optuna storage proxy in one process: the JSON forms, the policy, the end of a leg.
+
+A real journal in a temporary folder, a real socketpair and the real server thread; the
+contained side is tested in ``tests/security/test_optuna_proxy.py``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import optuna
+import pytest
+
+from mlpilot.platform.execution.optuna_proxy import StorageProxy, StudyPolicy
+from mlpilot.platform.ml.hpo import proxy as P
+from mlpilot.platform.ml.hpo.storage import open_storage
+
+RUN_ID = "0123456789abcdef0123456789abcdef"
+OWN = f"sales-linear-{RUN_ID[:8]}"
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[tuple[StorageProxy, Any, str]]:
+    journal = str(tmp_path / "optuna" / "journal.log")
+    policy = StudyPolicy(targets=["sales"], models=["linear"], run_id=RUN_ID)
+    server = StorageProxy(journal, policy).start()
+    client = P._make_class()(server.child_fd)
+    yield server, client, journal
+    server.close()
+
+
+def test_a_trial_travels_as_json_and_back() -> None:
+    study = optuna.create_study()
+    study.enqueue_trial({"x": 0.5, "c": "b"}, user_attrs={"note": [1, 2]})
+    trial = study.ask(
+        {
+            "x": optuna.distributions.FloatDistribution(0, 1, log=False),
+            "c": optuna.distributions.CategoricalDistribution(["a", "b", None]),
+            "n": optuna.distributions.IntDistribution(1, 9, step=2),
+        }
+    )
+    trial.report(math.inf, 3)
+    study.tell(trial, 0.25)
+    frozen = study.trials[0]
+    again = P.decode_trial(P.encode_trial(frozen))
+    assert again == frozen and again.distributions == frozen.distributions
+    assert again.datetime_start == frozen.datetime_start and again.intermediate_values == {
+        3: math.inf
+    }
+
+
+def test_the_study_of_the_run_works_through_the_proxy(served: Any) -> None:
+    server, client, journal = served
+    study = optuna.create_study(study_name=OWN, storage=client, direction="maximize")
+    study.optimize(lambda t: t.suggest_float("x", 0, 1), n_trials=5)
+    direct = optuna.load_study(study_name=OWN, storage=open_storage(journal))
+    assert [t.value for t in direct.trials] == [t.value for t in study.trials]
+    assert study.best_value == direct.best_value and len(server.own) == 5
+    # loading it again (a rerun of the same run) is allowed
+    assert len(optuna.create_study(study_name=OWN, storage=client, load_if_exists=True).trials) == 5
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["victim", "sales-linear-ffffffff", "sales-rf-01234567", "other-linear-01234567", None],
+)
+def test_other_studies_are_refused(served: Any, name: str | None) -> None:
+    server, client, journal = served
+    optuna.create_study(study_name="victim", storage=open_storage(journal))
+    with pytest.raises(P.StorageRefused, match="not the study of this run"):
+        optuna.create_study(study_name=name, storage=client, load_if_exists=True)
+    assert server.refusals
+
+
+def test_an_untracked_leg_creates_only_fresh_timestamped_studies(tmp_path: Path) -> None:
+    journal = str(tmp_path / "journal.log")
+    server = StorageProxy(journal, StudyPolicy(targets=["sales"], models=["linear"])).start()
+    try:
+        client = P._make_class()(server.child_fd)
+        fresh = "sales-linear-20261204-101010-abcd"
+        assert optuna.create_study(study_name=fresh, storage=client).study_name == fresh
+        optuna.create_study(
+            study_name="sales-linear-20200101-000000-0000", storage=open_storage(journal)
+        )
+        with pytest.raises(P.StorageRefused):  # it exists already: not this leg's
+            optuna.create_study(
+                study_name="sales-linear-20200101-000000-0000", storage=client, load_if_exists=True
+            )
+    finally:
+        server.close()
+
+
+def test_recipes_and_attributes_are_checked(served: Any) -> None:
+    _, client, _ = served
+    study = optuna.create_study(study_name=OWN, storage=client)
+    ok = {"steps": [{"tool": "load_data", "function": "mlpilot.platform.ml.steps:load_data"}]}
+    study.set_user_attr("mlpilot", {**ok, "data_path": "x", "target": "t", "task": "regression",
+                                    "model": "linear", "metric": "rmse", "seed": 1})  # fmt: skip
+    for function in ("pydoc:pipepager", "os:system", "mlpilot.platform.ml.steps:optimize_model"):
+        recipe = {"steps": [{"tool": "load_data", "function": function}]}
+        with pytest.raises(P.StorageRefused, match=function):
+            study.set_user_attr("mlpilot", recipe)
+    with pytest.raises(P.StorageRefused, match="over"):
+        study.set_user_attr("big", "x" * 100_000)
+    with pytest.raises(P.StorageRefused, match="deletes no study"):
+        client.delete_study(study._study_id)
+    assert study.user_attrs["mlpilot"]["model"] == "linear"
+
+
+def test_the_parent_owns_the_trials_and_fails_what_a_dead_leg_left_running(served: Any) -> None:
+    from mlpilot.platform.ml.hpo.storage import OWNER_ATTR, owner_record
+
+    server, client, journal = served
+    study = optuna.create_study(study_name=OWN, storage=client)
+    trial = study.ask()
+    trial.set_user_attr(OWNER_ATTR, {"host": "elsewhere", "pid": 1})
+    server.close()  # the leg ended with the trial RUNNING
+    left = optuna.load_study(study_name=OWN, storage=open_storage(journal)).trials[0]
+    assert left.state.name == "FAIL" and left.user_attrs[OWNER_ATTR] == owner_record()
+    assert "ended while the trial ran" in left.user_attrs["mlpilot.fail_reason"]
+
+
+def test_finished_trials_travel_once(served: Any) -> None:
+    server, client, _ = served
+    study = optuna.create_study(study_name=OWN, storage=client)
+    study.optimize(lambda t: t.suggest_float("x", 0, 1), n_trials=3)
+    sent: list[int] = []
+    answer = server._m_get_all_trials
+    server._m_get_all_trials = lambda *a: sent.append(len(r := answer(*a))) or r  # type: ignore[method-assign]
+    assert len(study.trials) == 3 and len(study.trials) == 3
+    assert sent == [0, 0]  # all three were cached after the first read
