@@ -198,6 +198,8 @@ class StorageProxy:
                 message = P.receive_message(self._sock)
             except (OSError, ValueError, P.StorageRefused) as exc:
                 logger.warning("the pipeline's storage connection ended: %s", exc)
+                with contextlib.suppress(OSError):  # the pipeline sees the end, not a hang
+                    self._sock.shutdown(socket.SHUT_RDWR)
                 return
             if message is None:
                 return

@@ -132,3 +132,16 @@ def test_finished_trials_travel_once(served: Any) -> None:
     server._m_get_all_trials = lambda *a: sent.append(len(r := answer(*a))) or r  # type: ignore[method-assign]
     assert len(study.trials) == 3 and len(study.trials) == 3
     assert sent == [0, 0]  # all three were cached after the first read
+
+
+def test_an_oversized_or_malformed_request_ends_the_connection(served: Any) -> None:
+    import socket
+    import struct
+
+    server, client, _ = served
+    with pytest.raises(RuntimeError, match="closed the connection"):
+        with client._lock:
+            client._sock.sendall(struct.pack(">I", P.MAX_MESSAGE_BYTES + 1))
+        client._call("get_all_studies")
+    assert client._sock.recv(1, socket.MSG_DONTWAIT) == b""
+    assert not server._thread.is_alive()

@@ -27,8 +27,11 @@ from typing import Any
 from mlpilot.platform.errors import MlpilotError
 from mlpilot.platform.ml import protocol
 
-#: a message larger than this is refused (an out-of-fold attribute is about 3 MB at most)
+#: a request larger than this is refused by the parent (an out-of-fold attribute is about
+#: 3 MB at most)
 MAX_MESSAGE_BYTES = 32 * 2**20
+#: the parent's answers may be larger: every trial of a resumed study, out-of-fold output too
+MAX_REPLY_BYTES = 2**32 - 1
 _HEADER = struct.Struct(">I")
 
 
@@ -42,14 +45,14 @@ def send_message(sock: socket.socket, message: dict[str, Any]) -> None:
     sock.sendall(_HEADER.pack(len(data)) + data)
 
 
-def receive_message(sock: socket.socket) -> dict[str, Any] | None:
+def receive_message(sock: socket.socket, limit: int = MAX_MESSAGE_BYTES) -> dict[str, Any] | None:
     """The next message, or None when the other side closed the connection."""
     header = _read_exactly(sock, _HEADER.size)
     if header is None:
         return None
     (size,) = _HEADER.unpack(header)
-    if size > MAX_MESSAGE_BYTES:
-        raise StorageRefused(f"a storage message of {size} bytes is over {MAX_MESSAGE_BYTES}")
+    if size > limit:
+        raise StorageRefused(f"a storage message of {size} bytes is over {limit}")
     body = _read_exactly(sock, size)
     if body is None:
         return None
@@ -176,9 +179,12 @@ class _ProxyMethods:
         self._hello = self._call("hello")
 
     def _call(self, method: str, *args: Any) -> Any:
-        with self._lock:
-            send_message(self._sock, {"m": method, "a": list(args)})
-            reply = receive_message(self._sock)
+        try:
+            with self._lock:
+                send_message(self._sock, {"m": method, "a": list(args)})
+                reply = receive_message(self._sock, MAX_REPLY_BYTES)
+        except OSError as exc:
+            raise RuntimeError(f"the study's storage proxy closed the connection ({exc})") from None
         if reply is None:
             raise RuntimeError("the study's storage proxy closed the connection")
         if "e" in reply:
