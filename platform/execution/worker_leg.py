@@ -95,7 +95,7 @@ def run_contained(
     trial_ids = sorted(proxy.own) if proxy is not None else []
     if not result.ok:
         failure = result.failure()
-        logger.warning("the contained trial loop failed; its folder stays: %s", run_dir)
+        logger.debug("the contained trial loop failed; its folder stays: %s", run_dir)
         raise ExecutionError(
             f"the worker's trials failed: {failure['message']}",
             hint=f"its output is in {run_dir}",
