@@ -145,3 +145,53 @@ def test_an_oversized_or_malformed_request_ends_the_connection(served: Any) -> N
         client._call("get_all_studies")
     assert client._sock.recv(1, socket.MSG_DONTWAIT) == b""
     assert not server._thread.is_alive()
+
+
+def test_the_child_gets_no_optuna_store_and_keeps_its_namespace(tmp_path: Path) -> None:
+    import os
+
+    from mlpilot.platform.config import Settings
+    from mlpilot.platform.execution.containment import _network, _store_paths
+
+    journal = Settings.from_env({"MLPILOT_HOME": str(tmp_path)})
+    databases, folders = _store_paths(journal)
+    assert Path(journal.optuna_storage).parent not in folders + [d.parent for d in databases]
+    rdb = Settings.from_env(
+        {"MLPILOT_HOME": str(tmp_path), "MLPILOT_OPTUNA_STORAGE": "postgresql://u:pw@db/optuna"}
+    )
+    isolated, words = _network(rdb)
+    assert isolated is (os.geteuid() == 0) and "optuna" not in words
+    assert [d.name for d in _store_paths(rdb)[0]] == ["mlflow.db"]  # not the Optuna RDB
+
+
+@pytest.mark.skipif(__import__("os").geteuid() != 0, reason="ownership checks need root")
+def test_the_journal_folder_is_made_mlpilots_own_again(tmp_path: Path) -> None:
+    import os
+    import stat
+
+    from mlpilot.platform.errors import MlpilotError
+    from mlpilot.platform.execution.optuna_proxy import keep_journal_private
+
+    folder = tmp_path / "optuna"
+    folder.mkdir()
+    journal = folder / "journal.log"
+    journal.write_text("")
+    folder.chmod(0o2770)
+    journal.chmod(0o660)
+    os.setxattr(folder, "system.posix_acl_default", _default_acl())
+    keep_journal_private(str(journal))
+    assert stat.S_IMODE(folder.stat().st_mode) == 0o750
+    assert stat.S_IMODE(journal.stat().st_mode) == 0o640
+    assert "system.posix_acl_default" not in os.listxattr(folder)
+    planted = folder / "journal.log.lock"
+    planted.write_text("")
+    os.chown(planted, 65534, 65534)
+    with pytest.raises(MlpilotError, match="belongs to uid 65534"):
+        keep_journal_private(str(journal))
+
+
+def _default_acl() -> bytes:
+    import struct
+
+    entries = [(0x01, 7, 0xFFFFFFFF), (0x04, 7, 0xFFFFFFFF), (0x20, 0, 0xFFFFFFFF)]
+    return struct.pack("<I", 2) + b"".join(struct.pack("<HHI", *e) for e in entries)
