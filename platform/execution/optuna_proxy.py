@@ -29,6 +29,7 @@ import re
 import socket
 import stat
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -203,8 +204,13 @@ class StorageProxy:
                 return
             if message is None:
                 return
+            started = time.perf_counter()
+            answer = self._answer(message)
+            logger.debug(
+                "storage call %s: %.1f ms", message.get("m"), 1e3 * (time.perf_counter() - started)
+            )
             try:
-                P.send_message(self._sock, self._answer(message))
+                P.send_message(self._sock, answer)
             except OSError as exc:
                 logger.debug("the pipeline went away before its answer: %s", exc)
                 return
