@@ -188,7 +188,7 @@ class StorageProxy:
         except OSError as exc:
             logger.debug("the proxy's socket was closed already: %s", exc)
         if self._thread.is_alive():
-            self._thread.join(timeout=30)
+            self._thread.join(timeout=10)
         self._sock.close()
         self._fail_left_running()
 

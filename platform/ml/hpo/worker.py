@@ -115,15 +115,7 @@ def run_worker(
     check_worker_engine(spec, engine, here=launch is None or dask is not None)
     budget = spec.n_trials if trials is None else None
     timeout_s = timeout_s if timeout_s is not None else (spec.timeout_s if trials is None else None)
-    if trials is None and probe.user_attrs.get(EARLY_STOP_ATTR):
-        report.stop_reason = "early_stopping"
-        report.notes.append("the study was stopped early already: pass --trials N to continue it")
-        return _finish(report, probe, spec, None)
-    if trials is None and remaining(probe, budget) == 0:
-        report.stop_reason = "budget"
-        report.notes.append(
-            f"the study's budget of {budget} trials is used: pass --trials N to add more"
-        )
+    if trials is None and _already_done(report, probe, budget):
         return _finish(report, probe, spec, None)
     n_trials = trials if trials is not None else remaining(probe, budget)
     total = budget or (_finished(probe) + trials if trials else None)
@@ -151,6 +143,21 @@ def run_worker(
     report.seconds = time.perf_counter() - started
     study = optuna.load_study(study_name=study_name, storage=backend)
     return _finish(report, study, spec, parent)
+
+
+def _already_done(report: WorkerReport, study: Any, budget: int | None) -> bool:
+    """Whether a worker without its own --trials has nothing left to do (and why)."""
+    if study.user_attrs.get(EARLY_STOP_ATTR):
+        report.stop_reason = "early_stopping"
+        report.notes.append("the study was stopped early already: pass --trials N to continue it")
+        return True
+    if remaining(study, budget) == 0:
+        report.stop_reason = "budget"
+        report.notes.append(
+            f"the study's budget of {budget} trials is used: pass --trials N to add more"
+        )
+        return True
+    return False
 
 
 def _load(study_name: str, storage_url: str, backend: Any) -> Any:
@@ -275,17 +282,15 @@ def trial_loop(
         # reaches the parent through the study's storage
         share_oof=spec.timeout_s is not None,
     )
+    if total is None:
+        total = budget or (_finished(study) + n_trials if n_trials else None)
     monitor = StudyMonitor(
         metric=spec.metric,
         budget=budget,
-        stopper=EarlyStopping(patience=spec.patience, min_delta=spec.min_delta, warmup=spec.warmup)
-        if spec.early_stopping
-        else None,
+        stopper=_stopper(spec),
         logger=logger,
         emit=emit,
-        total=total
-        if total is not None
-        else budget or (_finished(study) + n_trials if n_trials else None),
+        total=total,
     )
     client = _dask_client(dask, spec.engine, report) if dask else None
     try:
@@ -302,6 +307,12 @@ def trial_loop(
     finally:
         if client is not None:
             _close_dask(client)
+
+
+def _stopper(spec: StudySpec) -> EarlyStopping | None:
+    if not spec.early_stopping:
+        return None
+    return EarlyStopping(patience=spec.patience, min_delta=spec.min_delta, warmup=spec.warmup)
 
 
 def child_main() -> int:
