@@ -161,6 +161,8 @@ class StorageProxy:
         self.owner = owner_record()
         self._thread = threading.Thread(target=self._serve, name="optuna-proxy", daemon=True)
         self._closed = False
+        #: why the storage is not served (every call is refused with it)
+        self.unavailable: str | None = None
 
     @property
     def env(self) -> dict[str, str]:
@@ -220,6 +222,8 @@ class StorageProxy:
 
         method, args = message.get("m"), message.get("a")
         handler = getattr(self, f"_m_{method}", None) if isinstance(method, str) else None
+        if self.unavailable is not None:
+            return {"e": "refused", "msg": self.unavailable}
         try:
             if handler is None or not isinstance(args, list):
                 raise Refused(f"the storage call {str(method)[:80]!r} is not one a pipeline makes")
@@ -466,9 +470,10 @@ def keep_journal_private(storage_url: str) -> None:
     """The journal's folder and files writable by mlpilot alone, before a pipeline starts.
 
     ``$MLPILOT_HOME`` is shared with the pipelines' group (the sqlite MLflow store), and a
-    folder created in it inherits that share; mlpilot before the proxy shared the journal's
-    folder on purpose. Both are undone here. A folder or file of another owner (planted by a
-    pipeline) is refused: the study's storage must be mlpilot's own.
+    folder created in it inherits that share; before the proxy, mlpilot shared the journal's
+    folder on purpose and pipelines created files there. Both are undone here: files of
+    another owner are taken back, group and other write access and ACLs removed. A link
+    there is refused: the parent would open whatever it points to.
     """
     if is_rdb(storage_url) or os.geteuid() != 0:
         return
@@ -476,27 +481,37 @@ def keep_journal_private(storage_url: str) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     for path in (folder, *folder.iterdir()):
         info = path.lstat()
-        if info.st_uid != os.geteuid():
+        if stat.S_ISLNK(info.st_mode) or not (
+            stat.S_ISREG(info.st_mode) or stat.S_ISDIR(info.st_mode)
+        ):
             raise MlpilotError(
-                f"{path} belongs to uid {info.st_uid}, not to mlpilot: the Optuna storage is not used",
+                f"{path} is not a plain file or folder: the Optuna storage is not used",
                 hint="remove it (a pipeline may have planted it) or set MLPILOT_OPTUNA_STORAGE",
             )
-        if stat.S_ISLNK(info.st_mode):
-            continue
+        if info.st_uid != os.geteuid():
+            logger.warning("%s belonged to uid %d: taken back by mlpilot", path, info.st_uid)
+            os.chown(path, os.geteuid(), os.getegid(), follow_symlinks=False)
         for name in (_ACL_ACCESS, _ACL_DEFAULT):
             with contextlib.suppress(OSError):  # no ACL of that kind (or none on this fs)
-                os.removexattr(path, name)
-        mode = stat.S_IMODE(info.st_mode) & ~(stat.S_IWGRP | stat.S_IWOTH | stat.S_ISGID)
-        os.chmod(path, mode)
+                os.removexattr(path, name, follow_symlinks=False)
+        mode = stat.S_IMODE(info.st_mode) & ~(
+            stat.S_IWGRP | stat.S_IWOTH | stat.S_ISGID | stat.S_ISUID
+        )
+        os.chmod(path, mode)  # links were refused above
 
 
 def start_proxy(
     settings: Any, script: Path, run_id: str | None = None, *, policy: StudyPolicy | None = None
 ) -> StorageProxy:
     """The storage proxy of one leg, serving: ``policy``, else the one read from ``script``."""
-    keep_journal_private(settings.optuna_storage)
     policy = policy or StudyPolicy.for_script(script, run_id)
-    return StorageProxy(settings.optuna_storage, policy).start()
+    proxy = StorageProxy(settings.optuna_storage, policy)
+    try:
+        keep_journal_private(settings.optuna_storage)
+    except (MlpilotError, OSError) as exc:  # the leg runs; only its storage calls fail
+        proxy.unavailable = exc.one_line() if isinstance(exc, MlpilotError) else str(exc)
+        logger.warning("the Optuna storage is not served: %s", proxy.unavailable)
+    return proxy.start()
 
 
 __all__ = ["MAX_ATTR_BYTES", "StorageProxy", "StudyPolicy", "keep_journal_private", "start_proxy"]

@@ -185,10 +185,13 @@ def test_the_journal_folder_is_made_mlpilots_own_again(tmp_path: Path) -> None:
     assert stat.S_IMODE(folder.stat().st_mode) == 0o750
     assert stat.S_IMODE(journal.stat().st_mode) == 0o640
     assert "system.posix_acl_default" not in os.listxattr(folder)
-    planted = folder / "journal.log.lock"
-    planted.write_text("")
-    os.chown(planted, 65534, 65534)
-    with pytest.raises(MlpilotError, match="belongs to uid 65534"):
+    left = folder / "journal.log.lock"  # created by a pipeline before the proxy
+    left.write_text("")
+    os.chown(left, 65534, 65534)
+    keep_journal_private(str(journal))
+    assert left.stat().st_uid == 0
+    (folder / "planted").symlink_to("/etc/shadow")
+    with pytest.raises(MlpilotError, match="not a plain file"):
         keep_journal_private(str(journal))
 
 
