@@ -59,15 +59,28 @@ def worker(
         bool, typer.Option("--no-track", help="Log trials only to Optuna, not to MLflow.")
     ] = False,
     json_out: Annotated[bool, typer.Option("--json", help="Print the outcome as JSON.")] = False,
+    plugins: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--plugins",
+            help="Module with @tool definitions whose steps the study's recipe may call "
+            "(repeatable; without it only built-in steps run).",
+        ),
+    ] = None,
 ) -> None:
-    """Join an Optuna study in shared storage and run its trials."""
+    """Join an Optuna study in shared storage and run its trials (in a contained child)."""
     from mlpilot.platform.cli.progress import ConsoleProgress
+    from mlpilot.platform.config import get_settings
+    from mlpilot.platform.execution.worker_leg import contained_launcher
     from mlpilot.platform.ml.hpo.worker import run_worker
 
     if engine not in (None, "cpu", "gpu"):
         fail(f"--engine {engine!r} is not valid: use cpu or gpu")
-    if _needs_gpu_command(study, storage, engine):
+    # Dask trials run in this process's cluster: it must run on the study's engine itself;
+    # a contained trial loop is started with the study's engine command instead
+    if dask and _needs_gpu_command(study, storage, engine):
         raise typer.Exit(_relaunch_on_gpu())
+    settings = get_settings()
     progress = ConsoleProgress(quiet=json_out)  # the trial bar starts with the first trial
     report = run_worker(
         study,
@@ -78,13 +91,32 @@ def worker(
         engine=engine,
         dask=dask,
         track=not no_track,
-        on_event=progress.event,
+        on_event=progress.event if not dask else None,
+        allowed=_step_functions(plugins or ()),
+        launch=contained_launcher(settings, storage or settings.optuna_storage),
     )
-    progress.event({"type": "stage_end", "stage": "tune", "seconds": _elapsed(report)})
+    progress.event(_stage_end(report))
     if json_out:
         print_json(report.to_dict())
         return
     _print(report)
+
+
+def _stage_end(report: Any) -> Any:
+    from datetime import datetime, timezone
+
+    from mlpilot.platform.ml.protocol import PipelineEvent
+
+    at = datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+    return PipelineEvent(type="stage_end", at=at, stage="tune", seconds=_elapsed(report))
+
+
+def _step_functions(plugins: tuple[str, ...] | list[str]) -> frozenset[str]:
+    """The runtime functions a study's recipe may call: registered pipeline tools'."""
+    from mlpilot.platform.tools import default_registry
+
+    registry = default_registry(tuple(plugins))
+    return frozenset(t.runtime for t in registry if t.kind == "pipeline" and t.runtime)
 
 
 def _needs_gpu_command(study: str, storage: str | None, engine: str | None) -> bool:

@@ -28,6 +28,7 @@ from mlpilot.platform.execution.engines import (
     resolve_engine,
 )
 from mlpilot.platform.execution.gpu import DeviceLock, MemorySampler
+from mlpilot.platform.execution.optuna_proxy import StorageProxy, StudyPolicy, start_proxy
 from mlpilot.platform.execution.probe import ProbeVerdict, gpu_probe
 from mlpilot.platform.execution.relay import Registration, Relay
 from mlpilot.platform.execution.sandbox import (
@@ -254,6 +255,7 @@ class Executor:
         extra_reads: tuple[str, ...] = (),
         extra_env: dict[str, str] | None = None,
         registrations: tuple[Registration, ...] = (),
+        study_policy: StudyPolicy | None = None,
     ) -> StartedLeg:
         """Start one leg and return at once.
 
@@ -279,6 +281,12 @@ class Executor:
         reads = [p for p in (data_path, *extra_reads) if p]
         setup = set_up_child(self.settings, engine=name, run_dir=run_dir, reads=reads)
         env.update(setup.env)
+        # the study's storage only through the parent (DESIGN §8): a socketpair end
+        proxy = start_proxy(
+            self.settings, script, mlflow_run_id if track else None, policy=study_policy
+        )
+        env.update(proxy.env)
+        setup.pass_fds += (proxy.child_fd,)
         limits = self._limits_for(name, contained=setup.contain.get("uid") is not None)
         setup.record.limits = limits.describe()
         try:
@@ -286,6 +294,8 @@ class Executor:
         except BaseException:
             if setup.watch is not None:
                 setup.watch.end()  # the run's uid is not needed after all
+            setup.close_fds()
+            proxy.close()
             raise
         try:
             child = start_child(
@@ -300,6 +310,7 @@ class Executor:
         except BaseException:
             if lock is not None:
                 lock.release()
+            proxy.close()
             raise
         finally:
             setup.close_fds()
@@ -307,6 +318,7 @@ class Executor:
             _refresh_package_map(self.settings.home)
         except BaseException:
             child.kill()
+            proxy.close()
             if lock is not None:
                 lock.release()
             raise
@@ -323,9 +335,12 @@ class Executor:
                 extra_reads=extra_reads,
                 extra_env=extra_env,
                 registrations=registrations,
+                study_policy=study_policy,
             )
 
-        leg = StartedLeg(name, run_dir, child, setup.record, lock=lock, sampler=sampler)
+        leg = StartedLeg(
+            name, run_dir, child, setup.record, lock=lock, sampler=sampler, proxy=proxy
+        )
         leg.run_id = mlflow_run_id if track else None
         leg.relay_to = self._relay_factory(run_dir, registrations) if track else None
         if choice is not None and choice.fallback:
@@ -421,10 +436,13 @@ class StartedLeg:
         *,
         lock: DeviceLock | None = None,
         sampler: MemorySampler | None = None,
+        proxy: StorageProxy | None = None,
     ) -> None:
         self.engine, self.run_dir, self.child = engine, run_dir, child
         self.containment = containment
         self._lock, self._sampler = lock, sampler
+        #: the leg's storage proxy: what the child reached of the study (``proxy.own``)
+        self.proxy = proxy
         self.run_id: str | None = None
         #: starts the fallback leg (set for an auto GPU choice)
         self.restart: Callable[[str | None], StartedLeg] | None = None
@@ -436,10 +454,14 @@ class StartedLeg:
         """The MLflow run this leg's records go to (a pipeline started before it existed;
         the pipeline itself never learns it)."""
         self.run_id = run_id
+        if self.proxy is not None:
+            self.proxy.allow_run(run_id)
 
     def _release(self) -> None:
         if self._lock is not None:
             self._lock.release()
+        if self.proxy is not None:
+            self.proxy.close()  # the child is gone: trials it left RUNNING are failed
 
     def stop(self) -> None:
         """Stop the child and everything it started; its folder stays."""

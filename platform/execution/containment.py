@@ -444,36 +444,23 @@ class ChildSetup:
 
 
 class TreeWatch:
-    """The parent's side of one contained tree: what it wrote beyond its run folder (for
-    the disk cap) and, once it has ended, the sealing of its folder and the uid's release."""
+    """The parent's side of one contained tree: what it wrote beyond its run folder (its
+    private tmpfs, for the disk cap) and, once it has ended, the sealing of its folder and
+    the uid's release. Nothing else is writable for it (Landlock, no shared store)."""
 
-    def __init__(
-        self,
-        run_dir: Path,
-        ids: RunIds | None,
-        stores: list[tuple[Path, bool]],
-        *,
-        private_tmp: bool,
-    ) -> None:
-        self.run_dir, self.ids, self.stores = run_dir, ids, stores
+    def __init__(self, run_dir: Path, ids: RunIds | None, *, private_tmp: bool) -> None:
+        self.run_dir, self.ids = run_dir, ids
         self.private_tmp = private_tmp
-        self._baseline = self._stores_mb()  # a reused uid's files of earlier runs
 
     def extra_mb(self, pid: int) -> float:
-        """The private tmpfs's use and the files its uid owns in the stores, MiB."""
-        used = 0.0
+        """The private tmpfs's use, MiB."""
         private = f"/proc/{pid}/root/tmp"
         with contextlib.suppress(OSError):  # gone: it writes nothing more
             # until its init has mounted the tmpfs, that path is still the host's /tmp
             if self.private_tmp and os.stat(private).st_dev != os.stat("/tmp").st_dev:
                 info = os.statvfs(private)
-                used = (info.f_blocks - info.f_bfree) * info.f_frsize / 2**20
-        return used + max(0.0, self._stores_mb() - self._baseline)
-
-    def _stores_mb(self) -> float:
-        if self.ids is None:
-            return 0.0
-        return sum(_owned_mb(folder, self.ids.uid, deep) for folder, deep in self.stores) / 2**20
+                return (info.f_blocks - info.f_bfree) * info.f_frsize / 2**20
+        return 0.0
 
     def end(self) -> None:
         """After every process of the tree is gone (idempotent)."""
@@ -485,23 +472,6 @@ class TreeWatch:
         except OSError as exc:  # the slot's next claimer seals it (claim_ids)
             logger.warning("could not seal %s: %s", self.run_dir, exc)
         ids.release()
-
-
-def _owned_mb(folder: Path, uid: int, deep: bool) -> float:
-    """Bytes of the files ``uid`` owns in ``folder`` (beneath it when ``deep``, else in its
-    own subfolders only), never following links."""
-    total, stack = 0, [folder]
-    while stack:
-        current = stack.pop()
-        with contextlib.suppress(OSError), os.scandir(current) as entries:
-            for entry in entries:
-                info = entry.stat(follow_symlinks=False)
-                if stat.S_ISDIR(info.st_mode):
-                    if deep or info.st_uid == uid:
-                        stack.append(Path(entry.path))
-                elif info.st_uid == uid:
-                    total += info.st_blocks * 512
-    return float(total)
 
 
 def set_up_child(settings: Any, *, engine: str, run_dir: Path, reads: list[str]) -> ChildSetup:
@@ -539,14 +509,14 @@ def _own_ids(user: RunUser, run_dir: Path, setup: ChildSetup, reads: list[str]) 
     except BaseException:
         ids.release()
         raise
-    # the stores stay reachable through the account's group (as a supplementary group)
-    setup.contain.update(uid=ids.uid, gid=ids.gid, groups=[user.gid])
+    # no supplementary group: the run shares no store with anyone (the parent logs for it)
+    setup.contain.update(uid=ids.uid, gid=ids.gid, groups=[])
     setup.pass_fds, setup.record.data = tuple(fds), how
     if mapping:
         setup.env[protocol.ENV_READ_MAP] = json.dumps(mapping)
     # caches (matplotlib, …) go where it may write; libraries that ask get a name
     setup.env.update(HOME=str(run_dir), USER=ids.name, LOGNAME=ids.name)
-    setup.record.user = f"{ids.name} (uid {ids.uid}, groups {user.name}; its own for this run)"
+    setup.record.user = f"{ids.name} (uid {ids.uid}, no groups; its own for this run)"
     return ids
 
 
@@ -555,13 +525,11 @@ def _restrict(
 ) -> None:
     """The tree (PID and mount namespaces, as root), Landlock, no_new_privs and seccomp."""
     root = os.geteuid() == 0
-    databases, folders = _store_paths(settings)
-    stores = [db.parent for db in databases] + folders
     contain, record = setup.contain, setup.record
     if root:
         # a little past the cap: filling it is the cap's breach (DiskLimit), not ENOSPC
         tmp_mb = min(TMP_MAX_MB, settings.max_run_disk_mb + 4)
-        keep = [str(run_dir), *map(str, stores), *reads, *map(str, _interpreter_paths())]
+        keep = [str(run_dir), *reads, *map(str, _interpreter_paths())]
         keep += [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
         contain.update(tree=True, tmp_mb=tmp_mb, cwd=str(run_dir), keep=keep, hide=list(HIDDEN))
         record.tree = "own PID namespace: every process of the run ends with it"
@@ -569,7 +537,7 @@ def _restrict(
         filesystem = [
             f"own mounts: /tmp, /var/tmp, /dev/shm and /run are one private tmpfs of "
             f"{tmp_mb:g} MiB (counted in the disk cap); {' and '.join(HIDDEN)} hidden but "
-            "for what the run needs (its folder, the stores, the interpreter)"
+            "for what the run needs (its folder, its data, the interpreter)"
         ]
     else:
         record.tree = "its process group only (not applied: a PID namespace needs root)"
@@ -580,18 +548,17 @@ def _restrict(
         filesystem = ["the host's mounts (not applied: a mount namespace needs root)"]
     abi = _launch.landlock_abi()
     if abi:
-        writable = [str(run_dir), *map(str, stores), *temporary]
+        writable = [str(run_dir), *temporary]
         contain.update(landlock=True, writable=writable, devices=_devices())
         filesystem.append(
-            f"writes only beneath the run folder, the stores and {', '.join(temporary)} "
+            f"writes only beneath the run folder and {', '.join(temporary)} "
             f"(Landlock ABI {abi})"
         )
     else:
         filesystem.append("writes not restricted (not applied: this kernel has no Landlock)")
     record.filesystem = "; ".join(filesystem)
     record.privileges = _privileges(contain, abi)
-    deep = [(db.parent, False) for db in databases] + [(folder, True) for folder in folders]
-    setup.watch = TreeWatch(run_dir, ids, deep, private_tmp=root)
+    setup.watch = TreeWatch(run_dir, ids, private_tmp=root)
 
 
 def _privileges(contain: dict[str, Any], abi: int) -> str:
@@ -634,7 +601,7 @@ def _network(settings: Any) -> tuple[bool, str]:
     # the parent logs to MLflow for the pipeline (execution/relay.py): only Optuna counts
     remote = [
         name
-        for name, uri in (("optuna", settings.optuna_storage),)
+        for name, uri in ()
         if "://" in uri and not uri.startswith(("sqlite:///", "file:"))
     ]
     if remote:
@@ -642,37 +609,12 @@ def _network(settings: Any) -> tuple[bool, str]:
     return True, "isolated (own namespace, loopback only)"
 
 
-def _store_paths(settings: Any) -> tuple[list[Path], list[Path]]:
-    """The database files and the folders the child writes (the Optuna storage only: the
-    MLflow store and its artifacts are the parent's, which logs for the pipeline)."""
-    databases, folders = [], []
-    if settings.optuna_storage.startswith("sqlite:///"):
-        databases.append(Path(settings.optuna_storage.removeprefix("sqlite:///")).expanduser())
-    if "://" not in settings.optuna_storage:  # a journal file: its folder holds its locks
-        folders.append(Path(settings.optuna_storage).expanduser().parent)
-    return databases, folders
-
-
 def _share_stores(settings: Any, run_dir: Path, user: RunUser) -> None:
-    databases, folders = _store_paths(settings)
+    """What the account needs to reach at all: the interpreter and its run folder."""
     for code in _interpreter_paths():  # Python itself may live under /root (pyenv)
         grant_traverse(code / "x", user)
     run_dir.mkdir(parents=True, exist_ok=True)  # the run's own uid gets it (own_run_folder)
     grant_traverse(run_dir, user)
-    for db in databases:
-        # sqlite writes -wal/-shm beside the database: its folder must take new files; the
-        # sticky bit keeps the child from removing anyone else's (private/ is 0700 anyway)
-        db.parent.mkdir(parents=True, exist_ok=True)
-        _share_dir_only(db.parent, user)
-        # before the parent creates it (an early start overlaps that): sqlite would make it
-        # 0644, and gives the -wal and -shm files the database's mode and owner
-        if not db.exists():
-            db.touch(mode=0o660)
-        share_file(db, user)
-        grant_traverse(db, user)
-    for folder in folders:
-        share_folder(folder, user)
-        grant_traverse(folder / "x", user)
 
 
 def _interpreter_paths() -> list[Path]:

@@ -32,6 +32,9 @@ ENV_MLFLOW_RUN_ID = "MLFLOW_RUN_ID"  # a standalone script's MLflow run (never s
 ENV_TRACKING_URI = "MLFLOW_TRACKING_URI"
 ENV_HOME = "MLPILOT_HOME"
 ENV_OPTUNA_STORAGE = "MLPILOT_OPTUNA_STORAGE"
+#: the descriptor of the parent's Optuna storage proxy (a socketpair end, ``ml/hpo/proxy.py``):
+#: set, the pipeline reaches its study only through it, never the storage itself
+ENV_OPTUNA_FD = "MLPILOT_OPTUNA_FD"
 ENV_EXPERIMENT = "MLPILOT_EXPERIMENT"
 #: JSON {path as planned: path to open}: files handed over as descriptors or copies
 ENV_READ_MAP = "MLPILOT_READ_MAP"

@@ -7,8 +7,10 @@
 
 Modules: ``spaces`` (search spaces), ``objective`` (CV objective), ``boosting`` (XGBoost and
 LightGBM pruning), ``early_stopping``, ``monitor`` (the per-trial callback), ``trial_log``
-(MLflow), ``storage``, ``spec`` (what a study stores to be continued), ``session`` (running
-trials here or on Dask), ``summary`` (parent run and plots), ``worker``.
+(MLflow), ``storage``, ``spec`` (what a study stores to be continued, and the check of that
+recipe), ``proxy`` (a contained pipeline's storage: JSON calls to the parent over a passed
+socketpair), ``session`` (running trials here or on Dask), ``summary`` (parent run and
+plots), ``worker``.
 """
 
 from __future__ import annotations

@@ -5,6 +5,11 @@ model family, metric, seed, the data-preparation steps of the plan (load, clean,
 with their arguments, the budget and early-stopping settings, and where its trials are
 logged in MLflow. ``mlpilot worker --study NAME`` replays the preparation steps through the
 runtime library to rebuild exactly the objective the study was created with.
+
+The recipe names functions (``module:function``) that a worker imports and calls, so it is
+checked before anything is imported (``check_recipe``): every function must be the runtime
+function of a registered pipeline tool — built-in, or a plugin given with ``--plugins``.
+The parent's storage proxy applies the same check when a pipeline stores the recipe.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ import dataclasses
 import importlib
 import time
 import uuid
+from collections.abc import Container
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -33,6 +39,10 @@ PREP_STAGES = ("load", "clean", "features")
 #: where the built-in steps live (studies created before steps recorded their function)
 RUNTIME_MODULE = "mlpilot.platform.ml.steps"
 _BUILTIN_STAGES = {"load_data": "load", "clean_data": "clean", "engineer_features": "features"}
+#: the preparation steps every plan may replay (built-in; a recipe may name them bare)
+BUILTIN_PREP_FUNCTIONS = frozenset(f"{RUNTIME_MODULE}:{tool}" for tool in _BUILTIN_STAGES)
+#: a recipe larger than this (as JSON) is refused: a real one is a few kilobytes
+MAX_RECIPE_BYTES = 64 * 1024
 
 
 @dataclass
@@ -85,6 +95,50 @@ class StudySpec:
 
     def save(self, study: optuna.Study) -> None:
         study.set_user_attr(SPEC_ATTR, self.to_attr())
+
+
+def recipe_functions(data: Any) -> list[str]:
+    """The ``module:function`` names a stored recipe would import, in order."""
+    steps = data.get("steps") if isinstance(data, dict) else None
+    if not isinstance(steps, list):
+        raise MlpilotError(
+            "the study's recipe has no list of steps", hint="it was not written by mlpilot"
+        )
+    names = []
+    for step in steps:
+        if not isinstance(step, dict) or not isinstance(step.get("tool", ""), str):
+            raise MlpilotError("the study's recipe holds a step that is not a tool call")
+        function = step.get("function") or f"{RUNTIME_MODULE}:{step.get('tool', '')}"
+        if not isinstance(function, str):
+            raise MlpilotError(f"the study's recipe names a step function {function!r}")
+        names.append(function)
+    return names
+
+
+def check_recipe(data: Any, allowed: Container[str]) -> StudySpec:
+    """The recipe as a ``StudySpec``, when every function it names is in ``allowed``.
+
+    Nothing is imported: a refused recipe ends here, naming the function.
+    """
+    import json
+
+    try:
+        size = len(json.dumps(data))
+    except (TypeError, ValueError):
+        raise MlpilotError("the study's recipe is not JSON") from None
+    if size > MAX_RECIPE_BYTES:
+        raise MlpilotError(f"the study's recipe is {size} bytes, over {MAX_RECIPE_BYTES}")
+    for function in recipe_functions(data):
+        if function not in allowed and function not in BUILTIN_PREP_FUNCTIONS:
+            raise MlpilotError(
+                f"the study's recipe calls {function}, which is not a registered pipeline "
+                "step: it is not run",
+                hint="only built-in steps and plugins given with --plugins MODULE run",
+            )
+    try:
+        return StudySpec.from_attr(data)
+    except TypeError as exc:
+        raise MlpilotError(f"the study's recipe does not describe a study: {exc}") from None
 
 
 def prep_steps(run: PipelineRun, data_path: str) -> list[dict[str, Any]]:
@@ -144,15 +198,18 @@ def rebuild_run(
 ) -> PipelineRun:
     """A ``PipelineRun`` with the study's data prepared exactly as when the study was created."""
     from mlpilot.platform.ml.context import PipelineRun
+    from mlpilot.platform.ml.io import readable_path
     from mlpilot.tracking.run_logger import NullRunLogger
 
     path = data_path or spec.data_path
-    if not Path(path).is_file():
+    # a contained trial loop gets the file as a descriptor (``protocol.ENV_READ_MAP``)
+    opened = readable_path(path)
+    if not opened.is_file():
         raise MlpilotError(
             f"the study's data file {path} is not here",
             hint="pass the same file with --data (the file this study was created on)",
         )
-    size = Path(path).stat().st_size
+    size = opened.stat().st_size
     run_dir.mkdir(parents=True, exist_ok=True)
     run = PipelineRun(
         plan={"adapter": spec.adapter, "steps": spec.steps},

@@ -44,10 +44,19 @@ def open_storage(
     heartbeat_interval: int = HEARTBEAT_INTERVAL_S,
     grace_period: int | None = None,
 ) -> Any:
-    """Optuna storage from an RDB URL (with heartbeats) or a journal file path."""
+    """Optuna storage from an RDB URL (with heartbeats) or a journal file path.
+
+    A contained pipeline given the parent's storage proxy (``proxy.proxy_fd``) gets the
+    proxy instead, whatever ``url_or_path`` says: it has no access to the storage itself.
+    """
     import optuna
     from optuna.storages.journal import JournalFileBackend
 
+    from mlpilot.platform.ml.hpo import proxy
+
+    fd = proxy.proxy_fd()
+    if fd is not None:
+        return proxy.open_proxy(fd)
     if is_rdb(url_or_path):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
@@ -99,7 +108,16 @@ _OWNER: dict[int, dict[str, Any]] = {}
 
 
 def owner_record() -> dict[str, Any]:
-    """Who runs trials in this process: host, pid and (on Linux) the process start time."""
+    """Who runs trials in this process: host, pid and (on Linux) the process start time.
+
+    Behind the storage proxy the owner is the parent that serves it (it records what the
+    pipeline claims, and the pipeline dies with it: a reaper that finds it dead is right).
+    """
+    from mlpilot.platform.ml.hpo import proxy
+
+    fd = proxy.proxy_fd()
+    if fd is not None:
+        return proxy.open_proxy(fd).owner
     pid = os.getpid()  # looked up per pid: a forked worker is a different owner
     if pid not in _OWNER:
         stat = _proc_stat(pid)

@@ -32,7 +32,7 @@ from mlpilot.platform.ml.hpo.session import (
     remaining,
     run_trials,
 )
-from mlpilot.platform.ml.hpo.spec import StudySpec, rebuild_run
+from mlpilot.platform.ml.hpo.spec import SPEC_ATTR, StudySpec, check_recipe, rebuild_run
 from mlpilot.platform.ml.hpo.storage import open_storage, redact
 from mlpilot.platform.ml.hpo.trial_log import TrialLogger
 
@@ -68,6 +68,16 @@ class WorkerReport:
         }
 
 
+#: the recipe's job for the contained trial loop, written by the worker into the child's folder
+JOB_FILE = "worker-job.json"
+#: what the contained trial loop reports back (read without following links, size-capped)
+REPORT_FILE = "worker-report.json"
+STOP_REASONS = ("budget", "early_stopping", "trials", "timeout", "failures", "exhausted")
+
+#: runs one contained trial loop: (job, data path, engine, events) → (child report, trial ids)
+Launch = Callable[[dict[str, Any], str | None, str, Any], tuple[dict[str, Any], list[int]]]
+
+
 def run_worker(
     study_name: str,
     *,
@@ -78,10 +88,18 @@ def run_worker(
     engine: str | None = None,
     dask: str | None = None,
     track: bool = True,
-    on_event: Callable[[dict[str, Any]], None] | None = None,
+    on_event: Callable[[Any], None] | None = None,
+    allowed: frozenset[str] = frozenset(),
+    launch: Launch | None = None,
 ) -> WorkerReport:
     """Join ``study_name`` and run trials; ``trials`` = this worker's own count (None: until
-    the study's budget is used or early stopping ends it)."""
+    the study's budget is used or early stopping ends it).
+
+    The recipe is checked first (``spec.check_recipe``: only built-in steps and the
+    ``allowed`` plugin functions). ``launch`` runs the trial loop in a contained child that
+    reaches the study through the storage proxy; this trusted process then logs its trials
+    to MLflow. Without it (and always on Dask) the trials run in this process.
+    """
     import optuna
 
     from mlpilot.platform.config import get_settings
@@ -92,28 +110,157 @@ def run_worker(
     storage_url = storage or settings.optuna_storage
     backend = open_storage(storage_url)
     report = WorkerReport(study=study_name, storage=redact(storage_url))
+    probe = _load(study_name, storage_url, backend)
+    spec = _checked_spec(probe, allowed)
+    check_worker_engine(spec, engine, here=launch is None or dask is not None)
+    budget = spec.n_trials if trials is None else None
+    timeout_s = timeout_s if timeout_s is not None else (spec.timeout_s if trials is None else None)
+    if trials is None and _already_done(report, probe, budget):
+        return _finish(report, probe, spec, None)
+    n_trials = trials if trials is not None else remaining(probe, budget)
+    total = budget or (_finished(probe) + trials if trials else None)
+    parent = _parent_logger(spec, settings, track, report)
+    if launch is not None and dask is None:
+        job = {
+            "study": study_name,
+            "allowed": sorted(allowed),
+            "budget": budget,
+            "n_trials": n_trials,
+            "timeout_s": timeout_s,
+            "total": total,
+        }
+        child, trial_ids = launch(job, data_path or spec.data_path, spec.engine, on_event)
+        _take_child_report(report, child, trial_ids)
+        _log_trials(parent, study_name, backend, trial_ids)
+    else:
+        if dask is not None:
+            report.notes.append(
+                "Dask trials run uncontained, in this worker's Dask processes "
+                "(the recipe was checked: only registered steps)"
+            )
+        _run_here(report, study_name, backend, storage_url, spec, parent, budget, n_trials,
+                  timeout_s, data_path, engine, dask, on_event)  # fmt: skip
+    report.seconds = time.perf_counter() - started
+    study = optuna.load_study(study_name=study_name, storage=backend)
+    return _finish(report, study, spec, parent)
+
+
+def _already_done(report: WorkerReport, study: Any, budget: int | None) -> bool:
+    """Whether a worker without its own --trials has nothing left to do (and why)."""
+    if study.user_attrs.get(EARLY_STOP_ATTR):
+        report.stop_reason = "early_stopping"
+        report.notes.append("the study was stopped early already: pass --trials N to continue it")
+        return True
+    if remaining(study, budget) == 0:
+        report.stop_reason = "budget"
+        report.notes.append(
+            f"the study's budget of {budget} trials is used: pass --trials N to add more"
+        )
+        return True
+    return False
+
+
+def _load(study_name: str, storage_url: str, backend: Any) -> Any:
+    import optuna
+
     try:
-        probe = optuna.load_study(study_name=study_name, storage=backend)
+        return optuna.load_study(study_name=study_name, storage=backend)
     except KeyError:
         names = [s.study_name for s in optuna.get_all_study_summaries(backend)][-10:]
         raise MlpilotError(
             f"no study named {study_name!r} in {redact(storage_url)}",
             hint=f"studies there: {', '.join(names) or 'none'}; set --storage or MLPILOT_OPTUNA_STORAGE",
         ) from None
-    spec = StudySpec.of_study(probe)
-    check_worker_engine(spec, engine)
-    budget = spec.n_trials if trials is None else None
-    timeout_s = timeout_s if timeout_s is not None else (spec.timeout_s if trials is None else None)
-    if trials is None and probe.user_attrs.get(EARLY_STOP_ATTR):
-        report.stop_reason = "early_stopping"
-        report.notes.append("the study was stopped early already: pass --trials N to continue it")
-        return _finish(report, probe, spec, None)
-    if trials is None and remaining(probe, budget) == 0:
-        report.stop_reason = "budget"
-        report.notes.append(
-            f"the study's budget of {budget} trials is used: pass --trials N to add more"
-        )
-        return _finish(report, probe, spec, None)
+
+
+def _checked_spec(study: Any, allowed: frozenset[str]) -> StudySpec:
+    """The study's recipe, when it calls only registered steps (nothing imported before)."""
+    if not isinstance(study.user_attrs.get(SPEC_ATTR), dict):
+        return StudySpec.of_study(study)  # raises: not an mlpilot study
+    return check_recipe(study.user_attrs[SPEC_ATTR], allowed)
+
+
+def _take_child_report(report: WorkerReport, child: dict[str, Any], trial_ids: list[int]) -> None:
+    """What the contained loop says, where it can be checked: the trial count is the
+    proxy's (the trials it created), the rest is typed before it is used."""
+    report.ran = len(trial_ids)
+    reaped = child.get("reaped")
+    if isinstance(reaped, list):
+        report.reaped = [int(n) for n in reaped if isinstance(n, int)]
+    reason = child.get("stop_reason")
+    report.stop_reason = reason if reason in STOP_REASONS else None
+    notes = child.get("notes")
+    if isinstance(notes, list):
+        report.notes.extend(str(n)[:500] for n in notes[:20])
+
+
+def _log_trials(parent: Any, study_name: str, backend: Any, trial_ids: list[int]) -> None:
+    """The contained loop's finished trials as nested runs of the study's parent run."""
+    if parent is None or not trial_ids:
+        return
+    trial_logger = TrialLogger.for_parent(parent, study_name)
+    if trial_logger is None:
+        return
+    try:
+        for trial_id in sorted(trial_ids):
+            trial = backend.get_trial(trial_id)
+            if trial.state.is_finished():
+                trial_logger.add(trial)
+    finally:
+        trial_logger.close()
+
+
+def _run_here(
+    report: WorkerReport,
+    study_name: str,
+    backend: Any,
+    storage_url: str,
+    spec: StudySpec,
+    parent: Any,
+    budget: int | None,
+    n_trials: int | None,
+    timeout_s: float | None,
+    data_path: str | None,
+    engine: str | None,
+    dask: str | None,
+    on_event: Callable[[Any], None] | None,
+) -> None:
+    """The trial loop in this process (on Dask, or where no launcher is given)."""
+    trial_logger = TrialLogger.for_parent(parent, study_name) if parent is not None else None
+    try:
+        with tempfile.TemporaryDirectory(prefix="mlpilot-worker-") as tmp:
+            emit = (lambda fields: on_event({"type": "trial", **fields})) if on_event else None
+            session = trial_loop(
+                study_name, backend, storage_url, spec, Path(tmp), data_path, engine,
+                budget=budget, n_trials=n_trials, timeout_s=timeout_s, logger=trial_logger,
+                emit=emit, dask=dask, report=report,
+            )  # fmt: skip
+    finally:
+        if trial_logger is not None:
+            trial_logger.close()
+    report.ran, report.reaped, report.stop_reason = session.ran, session.reaped, session.stop_reason
+
+
+def trial_loop(
+    study_name: str,
+    backend: Any,
+    storage_url: str,
+    spec: StudySpec,
+    run_dir: Path,
+    data_path: str | None,
+    engine: str | None,
+    *,
+    budget: int | None,
+    n_trials: int | None,
+    timeout_s: float | None,
+    logger: TrialLogger | None = None,
+    emit: Callable[[dict[str, Any]], None] | None = None,
+    dask: str | None = None,
+    report: WorkerReport | None = None,
+    total: int | None = None,
+) -> Any:
+    """Rebuild the study's objective from its (checked) recipe and run its trials."""
+    import optuna
 
     # a fresh seed: workers that shared the study's seed would all sample the same points
     study = optuna.load_study(
@@ -122,54 +269,100 @@ def run_worker(
         sampler=make_sampler(spec.model, None),
         pruner=make_pruner(spec.pruning),
     )
-    with tempfile.TemporaryDirectory(prefix="mlpilot-worker-") as tmp:
-        run = rebuild_run(spec, run_dir=Path(tmp), data_path=data_path, engine=engine)
+    run = rebuild_run(spec, run_dir=run_dir, data_path=data_path, engine=engine)
+    if report is not None:
         report.notes.extend(run.notes)
-        objective = CVObjective(
-            run,
-            model=spec.model,
-            metric=spec.metric,
-            folds=spec.cv_folds,
-            pruning=spec.pruning,
-            # a time-budgeted study ends in the parent's ensemble: its good trials' output
-            # reaches the parent through the study's storage
-            share_oof=spec.timeout_s is not None,
-        )
-    parent = _parent_logger(spec, settings, track, report)
-    logger = TrialLogger.for_parent(parent, study_name) if parent is not None else None
+    objective = CVObjective(
+        run,
+        model=spec.model,
+        metric=spec.metric,
+        folds=spec.cv_folds,
+        pruning=spec.pruning,
+        # a time-budgeted study ends in the parent's ensemble: its good trials' output
+        # reaches the parent through the study's storage
+        share_oof=spec.timeout_s is not None,
+    )
+    if total is None:
+        total = budget or (_finished(study) + n_trials if n_trials else None)
     monitor = StudyMonitor(
         metric=spec.metric,
         budget=budget,
-        stopper=EarlyStopping(patience=spec.patience, min_delta=spec.min_delta, warmup=spec.warmup)
-        if spec.early_stopping
-        else None,
+        stopper=_stopper(spec),
         logger=logger,
-        emit=(lambda fields: on_event({"type": "trial", **fields})) if on_event else None,
-        total=budget or (_finished(study) + trials if trials else None),
+        emit=emit,
+        total=total,
     )
-    n_trials = trials if trials is not None else remaining(study, budget)
+    client = _dask_client(dask, spec.engine, report) if dask else None
     try:
-        client = _dask_client(dask, spec.engine, report) if dask else None
-        try:
-            session = run_trials(
-                study,
-                objective,
-                monitor,
-                n_trials=n_trials,
-                timeout_s=timeout_s,
-                storage_url=storage_url,
-                backend=backend,
-                dask_client=client,
-            )
-        finally:
-            if client is not None:
-                _close_dask(client)
+        return run_trials(
+            study,
+            objective,
+            monitor,
+            n_trials=n_trials,
+            timeout_s=timeout_s,
+            storage_url=storage_url,
+            backend=backend,
+            dask_client=client,
+        )
     finally:
-        if logger is not None:
-            logger.close()
-    report.ran, report.reaped, report.stop_reason = session.ran, session.reaped, session.stop_reason
-    report.seconds = time.perf_counter() - started
-    return _finish(report, study, spec, parent)
+        if client is not None:
+            _close_dask(client)
+
+
+def _stopper(spec: StudySpec) -> EarlyStopping | None:
+    if not spec.early_stopping:
+        return None
+    return EarlyStopping(patience=spec.patience, min_delta=spec.min_delta, warmup=spec.warmup)
+
+
+def child_main() -> int:
+    """The contained trial loop (``worker.py`` in the child's folder runs this).
+
+    It reaches the study only through the parent's storage proxy, checks the recipe again
+    against the functions its job allows, and writes ``REPORT_FILE`` and ``result.json``.
+    """
+    import json
+
+    import optuna
+
+    from mlpilot.platform.ml import protocol
+
+    quiet_optuna()
+    here = Path.cwd()
+    job = json.loads((here / JOB_FILE).read_text(encoding="utf-8"))
+    backend = open_storage("proxy")  # the proxy: ENV_OPTUNA_FD is set by the worker
+    try:
+        probe = optuna.load_study(study_name=job["study"], storage=backend)
+        spec = _checked_spec(probe, frozenset(job["allowed"]))
+        check_worker_engine(spec, None)
+        run_dir = here / "trials"
+        session = trial_loop(
+            job["study"], backend, "proxy", spec, run_dir,
+            os.environ.get(protocol.ENV_DATA) or None, None,
+            budget=job["budget"], n_trials=job["n_trials"], timeout_s=job["timeout_s"],
+            total=job["total"], emit=_child_emit(here),
+        )  # fmt: skip
+    except MlpilotError as exc:
+        protocol.PipelineResult(status=protocol.FAILED, error=exc.to_dict("tune")).write(here)
+        return 1
+    out = {"ran": session.ran, "reaped": session.reaped, "stop_reason": session.stop_reason}
+    (here / REPORT_FILE).write_text(json.dumps(out), encoding="utf-8")
+    protocol.PipelineResult(status=protocol.SUCCEEDED).write(here)
+    return 0
+
+
+def _child_emit(run_dir: Path) -> Callable[[dict[str, Any]], None]:
+    from mlpilot.platform.ml.protocol import EVENTS_FILE, PipelineEvent
+
+    def emit(fields: dict[str, Any]) -> None:
+        from datetime import datetime, timezone
+
+        at = datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+        known = {k: v for k, v in fields.items() if k in PipelineEvent.__dataclass_fields__}
+        with (run_dir / EVENTS_FILE).open("a", encoding="utf-8") as fh:
+            fh.write(PipelineEvent(type="trial", at=at, **known).to_json() + "\n")
+
+    return emit
 
 
 def _finished(study: Any) -> int:
@@ -242,8 +435,11 @@ def study_engine(study_name: str, storage: str | None = None) -> str:
     return StudySpec.of_study(study).engine
 
 
-def check_worker_engine(spec: StudySpec, engine: str | None) -> None:
-    """One study keeps one engine: a worker on another engine would mix its trials."""
+def check_worker_engine(spec: StudySpec, engine: str | None, *, here: bool = True) -> None:
+    """One study keeps one engine: a worker on another engine would mix its trials.
+
+    ``here``: the trials run in this process, so it must run on that engine too (a
+    contained trial loop is started with the study's engine command instead)."""
     from mlpilot.platform.ml.devices import process_engine
 
     if engine is not None and engine != spec.engine:
@@ -251,10 +447,12 @@ def check_worker_engine(spec: StudySpec, engine: str | None) -> None:
             f"the study runs on the {spec.engine}; this worker was asked for --engine {engine}",
             hint=f"start it with --engine {spec.engine} (or none), or start a new study",
         )
-    here = process_engine()
-    if here != spec.engine:
+    if not here:
+        return
+    here_engine = process_engine()
+    if here_engine != spec.engine:
         raise MlpilotError(
-            f"the study runs on the {spec.engine}, but this process runs on the {here}",
+            f"the study runs on the {spec.engine}, but this process runs on the {here_engine}",
             hint="mlpilot worker starts GPU studies under cudf.pandas and cuml.accel itself",
         )
 
