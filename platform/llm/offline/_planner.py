@@ -15,6 +15,7 @@ from mlpilot.platform.llm.offline import _lexicon as lex
 from mlpilot.platform.llm.offline import _numbers as num
 from mlpilot.platform.llm.offline._target import find_mentions, resolve_target
 from mlpilot.platform.llm.offline._text import correct_typos, normalize
+from mlpilot.platform.ml import families
 from mlpilot.platform.plan import Plan, Step, validate_plan
 from mlpilot.platform.plan.validate import describe_candidates
 
@@ -469,7 +470,8 @@ class Parsed:
         self, wants_model: bool, tune: bool, model: str | None
     ) -> tuple[str, dict[str, Any]]:
         if self.has("compare_engines") and not tune:
-            return "engine-comparison", {"model": model if model not in (None, "auto") else "rf"}
+            default = families.default(families.COMPARE).name
+            return "engine-comparison", {"model": model if model not in (None, "auto") else default}
         if tune:
             if model in (None, "auto"):
                 return "full-automl", {
