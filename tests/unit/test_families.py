@@ -19,6 +19,7 @@ from helpers import REPO
 from mlpilot.platform.errors import MlpilotError
 from mlpilot.platform.ml import families
 from mlpilot.platform.ml.families import Family, FamilyRegistry, int_param
+from mlpilot.platform.plan.templates import tuning_template
 
 FOLDERS = ("platform", "tracking", "adapters", "dashboards")
 FAMILIES_DIR = REPO / "platform" / "ml" / "families"
@@ -47,7 +48,9 @@ def family_branches(source: str) -> list[str]:
         elif isinstance(node, ast.Dict):
             for key in node.keys:
                 spelled += _names_in(key)
-        elif isinstance(node, ast.MatchValue) or (isinstance(node, ast.keyword) and node.arg in ("model", "family")):
+        elif isinstance(node, ast.MatchValue) or (
+            isinstance(node, ast.keyword) and node.arg in ("model", "family")
+        ):
             spelled += _names_in(node.value)
         found += [f"line {node.lineno}: {name!r}" for name in spelled]  # type: ignore[attr-defined]
     return found
@@ -113,7 +116,7 @@ def test_the_derived_lists_follow_the_registry() -> None:
     assert (*families.plan_names(), "auto") == MODELS
     assert MODELS[:7] == ("rf", "xgb", "lgbm", "hgb", "svm", "linear", "knn")  # DESIGN §3
     assert "catboost" in MODELS and "et" not in MODELS
-    worded = [name for name, _ in lex.MODEL_PATTERNS]
+    worded = [name for name, _ in lex.model_res()[0]]
     assert set(worded) == {*families.plan_names(), "auto"}
     # the order decides overlaps: the bare "linear" is tried after "linear svm"'s family
     assert worded.index("svm") < worded.index("linear")
@@ -153,35 +156,12 @@ def test_a_clashing_name_is_refused_naming_both_providers() -> None:
 
 
 # -- templates and README derived from the registry ------------------------------------------
-def hpo_template(family: Family) -> dict:
-    """What ``hpo-<family>.json`` holds for ``family``."""
-    return {
-        "name": f"hpo-{family.name}",
-        "description": (
-            f"Tune a {family.described or family.label} with Optuna (TPE, cross-validated), "
-            "then rank the features."
-        ),
-        "params": {"trials": 50, "metric": None},
-        "engine": "auto",
-        "steps": [
-            {"tool": "load_data", "args": {}},
-            {"tool": "clean_data", "args": {}},
-            {"tool": "engineer_features", "args": {}},
-            {
-                "tool": "optimize_model",
-                "args": {"model": family.name, "trials": "{trials}", "metric": "{metric}"},
-            },
-            {"tool": "feature_importance", "args": {"top_k": 10}},
-        ],
-    }
-
-
 def test_each_plan_family_has_its_hpo_template_and_no_other_exists() -> None:
     on_disk = {p.stem.removeprefix("hpo-") for p in WORKFLOWS.glob("hpo-*.json")}
     assert on_disk == set(families.plan_names())
     for name in families.plan_names():
         path = WORKFLOWS / f"hpo-{name}.json"
-        assert json.loads(path.read_text(encoding="utf-8")) == hpo_template(families.get(name))
+        assert json.loads(path.read_text(encoding="utf-8")) == tuning_template(families.get(name))
 
 
 def test_the_readme_family_table_is_the_registry() -> None:

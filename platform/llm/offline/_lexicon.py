@@ -8,6 +8,7 @@ words live in its class (``Family.words``, ``ml/families``); this module orders 
 from __future__ import annotations
 
 import re
+from functools import cache
 
 from mlpilot.platform.ml import families
 
@@ -29,42 +30,59 @@ def _family_patterns(generic: bool) -> list[tuple[str, str]]:
     ]
 
 
-MODEL_PATTERNS: list[tuple[str, str]] = [
-    *_family_patterns(generic=False),
-    (
-        "auto",
-        _alt(
-            rf"{_W}auto ?ml{_E}",
-            rf"{_W}all (the )?(model|algorithm)s?{_E}",
-            rf"{_W}every (model|algorithm){_E}",
-            rf"{_W}(several|multiple|many|different) (model|algorithm)s{_E}",
-            rf"{_W}(across|over) (model )?famil(y|ies){_E}",
-            rf"{_W}whichever model{_E}",
-            rf"{_W}best (model|algorithm) (family|type){_E}",
-            "自动机器学习",
-            "所有模型",
-            "多种模型",
-            "各种模型",
-        ),
+#: words asking for a search across families (``model="auto"``)
+AUTO_PATTERN: tuple[str, str] = (
+    "auto",
+    _alt(
+        rf"{_W}auto ?ml{_E}",
+        rf"{_W}all (the )?(model|algorithm)s?{_E}",
+        rf"{_W}every (model|algorithm){_E}",
+        rf"{_W}(several|multiple|many|different) (model|algorithm)s{_E}",
+        rf"{_W}(across|over) (model )?famil(y|ies){_E}",
+        rf"{_W}whichever model{_E}",
+        rf"{_W}best (model|algorithm) (family|type){_E}",
+        "自动机器学习",
+        "所有模型",
+        "多种模型",
+        "各种模型",
     ),
-]
-# Generic words count only when no library or family is named ("boosted trees via lightgbm").
-GENERIC_MODEL_PATTERNS: list[tuple[str, str]] = [
-    *_family_patterns(generic=True),
-    (
-        "boosting",
-        _alt(
-            rf"{_W}gradient[ -]?boost(ing|ed)?( (machine|model|classifier|regressor))?{_E}",
-            rf"{_W}gbdt{_E}",
-            rf"{_W}gbm{_E}",
-            rf"{_W}boosting{_E}",
-            "梯度提升",
-            "提升树",
-        ),
+)
+
+
+#: generic boosting words: the family that is the default for ``families.BOOSTING``
+BOOSTING_PATTERN: tuple[str, str] = (
+    "boosting",
+    _alt(
+        rf"{_W}gradient[ -]?boost(ing|ed)?( (machine|model|classifier|regressor))?{_E}",
+        rf"{_W}gbdt{_E}",
+        rf"{_W}gbm{_E}",
+        rf"{_W}boosting{_E}",
+        "梯度提升",
+        "提升树",
     ),
-]
-MODEL_RES = [(name, re.compile(p)) for name, p in MODEL_PATTERNS]
-GENERIC_MODEL_RES = [(name, re.compile(p)) for name, p in GENERIC_MODEL_PATTERNS]
+)
+
+
+Patterns = list[tuple[str, re.Pattern[str]]]
+
+
+def model_res() -> tuple[Patterns, Patterns]:
+    """The compiled (named, generic) model patterns of the families registered now: the
+    built-in ones, and a plugin's once it is loaded."""
+    return _model_res(families.names())
+
+
+@cache
+def _model_res(names: tuple[str, ...]) -> tuple[Patterns, Patterns]:
+    # ``names`` is the cache key: the registry only grows, so its names say when to rebuild
+    named = [*_family_patterns(generic=False), AUTO_PATTERN]
+    generic = [*_family_patterns(generic=True), BOOSTING_PATTERN]
+    return (
+        [(name, re.compile(p)) for name, p in named],
+        [(name, re.compile(p)) for name, p in generic],
+    )
+
+
 #: "gradient boosting" with no library named (``families.BOOSTING``: scikit-learn's histogram
 #: implementation)
 BOOSTING_DEFAULT = families.default(families.BOOSTING).name

@@ -157,7 +157,8 @@ class Parsed:
 
     # -- reading ----------------------------------------------------------------------------
     def _model(self) -> str | None:
-        name = _earliest(self.text, lex.MODEL_RES) or _earliest(self.text, lex.GENERIC_MODEL_RES)
+        named, generic = lex.model_res()
+        name = _earliest(self.text, named) or _earliest(self.text, generic)
         return lex.BOOSTING_DEFAULT if name == "boosting" else name
 
     def _metric(self) -> str | None:

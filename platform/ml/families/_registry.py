@@ -1,20 +1,24 @@
 """The registry of model families: the built-in ones, and plugin families when named.
 
-A plugin package declares its families in the ``mlpilot.families`` entry-point group. An
+A plugin package declares its families in the ``mlpilot.families`` entry-point group, one
+entry point per family, named as the family (``acme = "acme_trees:AcmeTrees"``). An
 installed package's code does not run in mlpilot's process just because it is installed:
 its entry points are loaded only when the user names the package (``--plugins`` or the
 ``family_plugins`` setting). A family whose name is taken is refused, naming both
-providers.
+providers. The pipeline's child process, whose plan the parent validated with the named
+plugins loaded, loads the entry point of a family its plan names (``registry().get``).
 """
 
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Iterable
 from functools import cache
 from typing import Any
 
 from mlpilot.platform.errors import MlpilotError
+from mlpilot.platform.ml import protocol
 from mlpilot.platform.ml.families._base import AUTO, AUTO_GPU, ROLES, Family
 
 logger = logging.getLogger(__name__)
@@ -58,6 +62,8 @@ class FamilyRegistry:
 
     def get(self, name: str) -> Family:
         family = self._families.get(name)
+        if family is None and os.environ.get(protocol.ENV_RUN_DIR):
+            family = _load_for_child(self, name)
         if family is None:
             raise MlpilotError(
                 f"unknown model family {name!r}; valid: {', '.join(self._families)}",
@@ -115,10 +121,11 @@ def registry() -> FamilyRegistry:
     return found
 
 
-def load_plugins(packages: Iterable[str]) -> list[Family]:
+def load_plugins(packages: Iterable[str], *, strict: bool = True) -> list[Family]:
     """Register the families of the named plugin packages (entry-point group
     ``mlpilot.families``, matched by distribution name or by the entry point's top-level
-    module); the families added. A named package that provides none is an error."""
+    module); the families added. A named package that provides none is an error when
+    ``strict`` (``--plugins`` also names tool modules, which provide none)."""
     from importlib.metadata import entry_points
 
     target = registry()
@@ -129,19 +136,36 @@ def load_plugins(packages: Iterable[str]) -> list[Family]:
     added: list[Family] = []
     for package in wanted:
         mine = [ep for ep in points if package in _providers(ep)]
+        if not mine and not strict:
+            continue
         if not mine:
             raise MlpilotError(
                 f"no model family plugin {package!r} is installed "
                 f"(entry-point group {ENTRY_POINT_GROUP})",
                 hint="pip install the package, or check its name (mlpilot families list)",
             )
-        for ep in mine:
-            for family in _families_of(ep.load(), package):
-                target.add(family, provider=package)
-                added.append(family)
+        found = [f for ep in mine for f in _families_of(ep.load(), package)]
+        for family in found:
+            target.add(family, provider=package)
         target.loaded.add(package)
-        logger.info("loaded model families from %s: %s", package, [f.name for f in added])
+        added += found
+        logger.info("loaded model families from %s: %s", package, [f.name for f in found])
     return added
+
+
+def _load_for_child(target: FamilyRegistry, name: str) -> Family | None:
+    """In a pipeline process: the plugin family its validated plan names, by entry-point
+    name (the parent refused the plan unless the user named the plugin)."""
+    from importlib.metadata import entry_points
+
+    for ep in entry_points(group=ENTRY_POINT_GROUP, name=name):
+        provider = _providers(ep)
+        package = next(iter(sorted(provider)))
+        for family in _families_of(ep.load(), package):
+            if family.name not in target:
+                target.add(family, provider=package)
+        return target._families.get(name)
+    return None
 
 
 def _providers(ep: Any) -> set[str]:
