@@ -224,3 +224,36 @@ def test_a_fitted_catboost_on_this_machine_reports_the_cpu() -> None:
     assert booster_device(model) == "cpu"
     gpu = make_estimator("catboost", "regression", device="gpu")
     assert gpu.get_params()["task_type"] == "GPU"
+
+
+@pytest.mark.parametrize("task", ["classification", "regression"])
+def test_catboost_stops_early_and_reports_to_its_trial(task: str) -> None:
+    import numpy as np
+    import optuna
+
+    from mlpilot.platform.ml.hpo import boosting
+    from mlpilot.platform.ml.hpo.objective import Fold
+    from mlpilot.platform.ml.modeling import make_estimator
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(400, 4))
+    y = X[:, 0] + 0.1 * rng.normal(size=400)
+    if task == "classification":
+        y = np.where(y > 0, "yes", "no")
+    fold = Fold(X[:300], y[:300], X[300:], y[300:])
+    metric = boosting.booster_metric(
+        "catboost", "log_loss" if task == "classification" else "rmse", 2
+    )
+    estimator = make_estimator(
+        "catboost", task, params={"iterations": 2000, "learning_rate": 0.3}, n_jobs=1
+    )
+    study = optuna.create_study()
+    trial = study.ask()
+    fitted = boosting.fit_with_pruning(estimator, fold, trial, "catboost", metric)
+    booster = getattr(fitted, "estimator_", fitted)
+    assert booster.tree_count_ < 2000  # CatBoost's own early stopping on the validation rows
+    assert trial.storage.get_trial(trial._trial_id).intermediate_values  # reported as it boosts
+    predicted = fitted.predict(X[300:305])
+    assert len(predicted) == 5
+    if task == "classification":
+        assert set(predicted) <= {"yes", "no"}

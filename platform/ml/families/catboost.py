@@ -17,6 +17,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from mlpilot.platform.ml.families._base import (
+    BOOST_REPORT_EVERY,
     CATEGORICAL,
     Build,
     Family,
@@ -108,7 +109,6 @@ class CatBoost(Family):
         """Fit on the fold with CatBoost's own early stopping on the validation rows,
         reporting to ``trial`` (optuna-integration's callback; CPU only: CatBoost takes no
         callbacks on the GPU, where it only stops early)."""
-        from optuna_integration import CatBoostPruningCallback
         from sklearn.base import clone
         from sklearn.preprocessing import LabelEncoder
 
@@ -121,7 +121,7 @@ class CatBoost(Family):
             encoder = LabelEncoder().fit(y_train)
             y_train, y_valid = encoder.transform(y_train), encoder.transform(y_valid)
         gpu = booster.get_params().get("task_type") == "GPU"
-        callback = None if gpu else CatBoostPruningCallback(trial, metric_name)
+        callback = None if gpu else _callback(trial, metric_name)
         booster.fit(
             fold.X_train,
             y_train,
@@ -150,3 +150,22 @@ class CatBoost(Family):
             logger.debug("no CatBoost parameters to read: %s", exc)
             return None
         return "gpu" if task_type.upper() == "GPU" else "cpu"
+
+
+def _callback(trial: optuna.Trial, metric_name: str) -> Any:
+    """optuna-integration's callback, reporting every ``BOOST_REPORT_EVERY`` rounds (each
+    report is a storage write) and without its experimental-feature warning per trial."""
+    import warnings
+
+    import optuna
+    from optuna_integration import CatBoostPruningCallback
+
+    class EveryFewRounds(CatBoostPruningCallback):
+        def after_iteration(self, info: Any) -> bool:
+            if info.iteration % BOOST_REPORT_EVERY:
+                return True
+            return bool(super().after_iteration(info))
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        return EveryFewRounds(trial, metric_name)
