@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from functools import cache
 from typing import Any
 
@@ -57,7 +57,7 @@ class FamilyRegistry:
     def __contains__(self, name: object) -> bool:
         return name in self._families
 
-    def __iter__(self) -> Any:
+    def __iter__(self) -> Iterator[Family]:
         return iter(self._families.values())
 
     def get(self, name: str) -> Family:
