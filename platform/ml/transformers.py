@@ -234,7 +234,9 @@ class LabelEncodedClassifier(ClassifierMixin, BaseEstimator):
         return self
 
     def predict(self, X: Any) -> np.ndarray:
-        return self.encoder_.inverse_transform(np.asarray(self.estimator_.predict(X)).astype(int))
+        # CatBoost's classifier predicts a column (n, 1), XGBoost's a vector
+        codes = np.asarray(self.estimator_.predict(X)).ravel().astype(int)
+        return self.encoder_.inverse_transform(codes)
 
     def predict_proba(self, X: Any) -> np.ndarray:
         return self.estimator_.predict_proba(X)
