@@ -5,8 +5,6 @@ from __future__ import annotations
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from mlpilot.platform.ml.families._base import (
     BOOST_REPORT_EVERY,
     CATEGORICAL,
@@ -110,6 +108,8 @@ def _eval_data(model: Any, fold: Any) -> dict[str, Any]:
     text labels ("No"/"Yes") there fail every trial.
     """
     import inspect
+
+    import numpy as np
 
     y_valid = fold.y_valid
     if hasattr(model, "predict_proba"):
