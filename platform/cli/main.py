@@ -7,7 +7,17 @@ from typing import Annotated
 
 import typer
 
-from mlpilot.platform.cli import catalog, chat, dashboard, datasets, doctor, models, runs, worker
+from mlpilot.platform.cli import (
+    catalog,
+    chat,
+    dashboard,
+    datasets,
+    doctor,
+    families,
+    models,
+    runs,
+    worker,
+)
 from mlpilot.platform.cli._output import console, fail, handle_errors, parse_params, print_json
 from mlpilot.platform.errors import describe_error
 
@@ -237,6 +247,7 @@ app.command("worker")(worker.worker)
 app.command("doctor")(doctor.doctor)
 app.add_typer(catalog.templates_app, name="templates")
 app.add_typer(catalog.tools_app, name="tools")
+app.add_typer(families.app, name="families")
 app.add_typer(datasets.app, name="datasets")
 
 

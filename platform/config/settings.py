@@ -283,6 +283,10 @@ class Settings:
     compare_tolerance: float = 0.02
     #: how long a GPU probe verdict is trusted for one environment, seconds
     gpu_probe_ttl_s: float = 86400.0
+    #: plugin packages whose model families (entry-point group ``mlpilot.families``) are
+    #: loaded; an installed package's code runs in mlpilot only when named here or with
+    #: --plugins
+    family_plugins: tuple[str, ...] = ()
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -329,6 +333,9 @@ class Settings:
                 "MLPILOT_LOG_LEVEL", get("MLPILOT_LOG_LEVEL", "WARNING") or "WARNING", LOG_LEVELS
             ).upper(),
             threads=_omp_threads(get("OMP_NUM_THREADS")),
+            family_plugins=tuple(
+                p.strip() for p in (get("MLPILOT_FAMILY_PLUGINS") or "").split(",") if p.strip()
+            ),
             **_limit_settings(get),
             **_gpu_settings(get),
         )

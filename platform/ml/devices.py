@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import ctypes
 import io
-import json
 import logging
 import re
 import sys
@@ -176,18 +175,18 @@ def _children(obj: Any) -> list[Any]:
 
 
 def booster_device(estimator: Any) -> str | None:
-    """``gpu``/``cpu`` as a fitted XGBoost model's booster reports it; None when not fitted."""
-    try:
-        config = json.loads(estimator.get_booster().save_config())
-    except Exception as exc:  # not fitted, or not XGBoost: no evidence either way
-        logger.debug("no booster configuration to read: %s", exc)
-        return None
-    device = str(config.get("learner", {}).get("generic_param", {}).get("device", "cpu"))
-    return DEVICE_GPU if device.startswith(("cuda", "gpu")) else DEVICE_CPU
+    """``gpu``/``cpu`` as a fitted model of a family with its own GPU build (XGBoost's
+    booster, CatBoost's parameters) reports where it trained; None when not fitted or not
+    such a model (``Family.fitted_device``)."""
+    family = _native_family(estimator)
+    return family.fitted_device(estimator) if family is not None else None
 
 
-def _is_xgboost(estimator: Any) -> bool:
-    return type(estimator).__module__.split(".")[0] == "xgboost"
+def _native_family(estimator: Any) -> Any:
+    """The family with its own GPU build whose estimator ``estimator`` is, if any."""
+    from mlpilot.platform.ml import families
+
+    return families.registry().owner_of(estimator)
 
 
 def _is_proxy(estimator: Any) -> bool:
@@ -394,7 +393,7 @@ class StageDevices:
 
     def _record_leaf(self, stage: str, leaf: Any) -> None:
         evidence = self.evidence[stage]
-        if _is_xgboost(leaf):
+        if _native_family(leaf) is not None:
             if not self._record_booster(evidence, leaf):
                 self._pending.setdefault(stage, []).append(leaf)
         elif not type(leaf).__module__.startswith("mlpilot") and not _is_proxy(leaf):
@@ -406,7 +405,8 @@ class StageDevices:
         device = booster_device(model)
         if device is None:
             return False
-        reason = None if device == DEVICE_GPU else "XGBoost's booster ran on the CPU"
+        label = _native_family(model).label
+        reason = None if device == DEVICE_GPU else f"{label}'s booster ran on the CPU"
         evidence.add(f"{type(model).__name__}.fit", device, reason)
         return True
 

@@ -201,6 +201,26 @@ def _categorical(values: np.ndarray, categories: np.ndarray) -> pd.Categorical:
     return pd.Categorical.from_codes(codes, categories=categories.astype(np.int64))
 
 
+class CategoryCodes(TransformerMixin, BaseEstimator):
+    """The first ``n`` columns (category codes) as whole numbers, a missing one as -1; the
+    rest as numbers. For learners that hash category values themselves and refuse float
+    or missing ones (CatBoost's ``cat_features``): nothing is fixed at fit."""
+
+    def __init__(self, n: int = 0) -> None:
+        self.n = n
+
+    def fit(self, X: Any, y: Any = None) -> CategoryCodes:
+        self.n_features_in_ = np.asarray(X).shape[1]
+        return self
+
+    def transform(self, X: Any) -> pd.DataFrame:
+        X = np.asarray(X, dtype=float)
+        frame = pd.DataFrame(X, columns=[f"f{j}" for j in range(X.shape[1])])
+        for j in range(self.n):
+            frame[f"f{j}"] = np.where(np.isnan(X[:, j]), -1, X[:, j]).astype(np.int64)
+        return frame
+
+
 class LabelEncodedClassifier(ClassifierMixin, BaseEstimator):
     """Wraps a classifier that needs labels 0..k-1 (XGBoost) and returns the original labels."""
 
@@ -214,7 +234,9 @@ class LabelEncodedClassifier(ClassifierMixin, BaseEstimator):
         return self
 
     def predict(self, X: Any) -> np.ndarray:
-        return self.encoder_.inverse_transform(np.asarray(self.estimator_.predict(X)).astype(int))
+        # CatBoost's classifier predicts a column (n, 1), XGBoost's a vector
+        codes = np.asarray(self.estimator_.predict(X)).ravel().astype(int)
+        return self.encoder_.inverse_transform(codes)
 
     def predict_proba(self, X: Any) -> np.ndarray:
         return self.estimator_.predict_proba(X)

@@ -1,4 +1,4 @@
-"""A plan's model parameters checked against the family's specification (``modeling.PARAMS``).
+"""A plan's model parameters checked against the family's specification (``Family.params``).
 
 ``train_model.params`` reaches the estimator's constructor: a name the family does not
 take, a value of the wrong type, or one outside what the family can sensibly fit
@@ -11,7 +11,8 @@ from __future__ import annotations
 from typing import Any
 
 from mlpilot.platform.errors import PlanError
-from mlpilot.platform.ml.modeling import FAMILIES, Param, params_of, resolve_family
+from mlpilot.platform.ml import families
+from mlpilot.platform.ml.modeling import Param, params_of, resolve_family
 from mlpilot.platform.plan.model import Plan
 
 
@@ -22,7 +23,7 @@ def check_params(plan: Plan, task: str | None) -> None:
         if not params:
             continue
         family = resolve_family(str(step.args.get("model", "auto")))
-        if family not in FAMILIES:
+        if family not in families.registry():
             continue  # the tool's schema refuses unknown families with its own message
         tasks = (
             (task,)

@@ -2,6 +2,9 @@
 
 A template's step arguments may be placeholders such as ``"{trials}"``, replaced by the
 template's parameters (their defaults, overridden by the caller) with types preserved.
+The ``hpo-<family>`` templates are the registry's (``tuning_template``): the built-in
+families' files are checked against it (``tests/unit/test_families.py``), and a plugin
+family gets its template generated.
 """
 
 from __future__ import annotations
@@ -12,10 +15,14 @@ import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mlpilot.platform.errors import PlanError
+from mlpilot.platform.ml import families
 from mlpilot.platform.plan import Plan, Step
+
+if TYPE_CHECKING:
+    from mlpilot.platform.ml.families import Family
 
 _PLACEHOLDER = re.compile(r"^\{(\w+)\}$")
 
@@ -97,12 +104,46 @@ class TemplateCatalog:
             ) from None
 
 
-@lru_cache(maxsize=1)
+def tuning_template(family: Family) -> dict[str, Any]:
+    """``hpo-<family>``: tune one family with Optuna, then rank the features."""
+    described = family.described or family.label
+    return {
+        "name": f"hpo-{family.name}",
+        "description": (
+            f"Tune a {described} with Optuna (TPE, cross-validated), then rank the features."
+        ),
+        "params": {"trials": 50, "metric": None},
+        "engine": "auto",
+        "steps": [
+            {"tool": "load_data", "args": {}},
+            {"tool": "clean_data", "args": {}},
+            {"tool": "engineer_features", "args": {}},
+            {
+                "tool": "optimize_model",
+                "args": {"model": family.name, "trials": "{trials}", "metric": "{metric}"},
+            },
+            {"tool": "feature_importance", "args": {"top_k": 10}},
+        ],
+    }
+
+
 def builtin_templates() -> TemplateCatalog:
+    """The package's templates, and a generated ``hpo-<family>`` for each plan family
+    without a file (a plugin's, once it is loaded)."""
+    return _templates(families.plan_names())
+
+
+@lru_cache(maxsize=4)
+def _templates(plan_families: tuple[str, ...]) -> TemplateCatalog:
     folder = resources.files("mlpilot.platform.plan").joinpath("workflows")
     templates = []
     for entry in sorted(folder.iterdir(), key=lambda p: p.name):
         if entry.name.endswith(".json"):
             data = json.loads(entry.read_text(encoding="utf-8"))
+            templates.append(WorkflowTemplate(**data))
+    named = {t.name for t in templates}
+    for name in plan_families:
+        data = tuning_template(families.get(name))
+        if data["name"] not in named:
             templates.append(WorkflowTemplate(**data))
     return TemplateCatalog(templates)

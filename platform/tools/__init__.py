@@ -1,11 +1,14 @@
 """Tools: what a plan may call. ``@tool`` builds a schema; the registry looks tools up.
 
 ``default_registry()`` holds the canonical tools, tools from the ``mlpilot.tools``
-entry-point group and, optionally, tools from user modules (``--plugins``).
+entry-point group and, optionally, tools from user modules (``--plugins``). A ``--plugins``
+name (or one in the ``family_plugins`` setting) that provides model families registers
+them (``ml/families``), and the tools' ``model`` argument then accepts them too.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 from collections.abc import Iterable
 
@@ -64,11 +67,20 @@ def _entry_point_tools() -> list[Tool]:
 
 
 def default_registry(plugins: Iterable[str] = ()) -> ToolRegistry:
-    """Built-in tools, then entry-point tools, then tools from ``plugins`` modules."""
-    registry = ToolRegistry(BUILTIN_TOOLS)
+    """Built-in tools, then entry-point tools, then tools from ``plugins`` modules (a name
+    that provides model families instead is not imported as a tool module)."""
+    from mlpilot.platform.config import get_settings
+    from mlpilot.platform.ml import families
+
+    plugins = list(plugins)
+    families.load_plugins(get_settings().family_plugins)
+    family_packages = {f.provider for f in families.load_plugins(plugins, strict=False)}
+    family_packages |= families.registry().loaded
+    registry = ToolRegistry(_with_models(t, families.plan_names()) for t in BUILTIN_TOOLS)
     extra = _entry_point_tools()
     for module_name in plugins:
-        extra.extend(tools_in_module(module_name))
+        if module_name not in family_packages:
+            extra.extend(tools_in_module(module_name))
     for t in extra:
         if t.name in registry and registry.get(t.name) is not t:
             raise MlpilotError(
@@ -78,3 +90,15 @@ def default_registry(plugins: Iterable[str] = ()) -> ToolRegistry:
         if t.name not in registry:
             registry.add(t)
     return registry
+
+
+def _with_models(t: Tool, names: tuple[str, ...]) -> Tool:
+    """``t`` with its ``model`` argument accepting every registered family (plugins'
+    included); the built-in schema when no plugin family is loaded."""
+    spec = t.parameters["properties"].get("model")
+    wanted = [*names, "auto"]
+    if spec is None or list(spec.get("enum", ())) == wanted:
+        return t
+    parameters = {**t.parameters, "properties": dict(t.parameters["properties"])}
+    parameters["properties"]["model"] = {**spec, "enum": wanted}
+    return dataclasses.replace(t, parameters=parameters)

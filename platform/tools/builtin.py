@@ -9,11 +9,13 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
+from mlpilot.platform.ml import families
 from mlpilot.platform.tools._registry import Bounds, Tool, tool
 from mlpilot.tracking import vocab
 
 Task = Literal["auto", "classification", "regression"]
-ModelName = Literal["rf", "xgb", "lgbm", "hgb", "svm", "linear", "knn", "auto"]
+# built from the family registry: the JSON schema lists exactly the families a plan may name
+ModelName = Literal[(*families.plan_names(), "auto")]  # type: ignore[valid-type]
 # built from the vocabulary: the JSON schema lists exactly the metrics mlpilot computes
 MetricName = Literal[tuple(vocab.METRICS)]  # type: ignore[valid-type]
 MODELS: tuple[str, ...] = ModelName.__args__  # type: ignore[attr-defined]

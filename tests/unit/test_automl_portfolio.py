@@ -12,7 +12,7 @@ import pandas as pd
 from helpers import loaded_run
 from sklearn.base import clone
 
-from mlpilot.platform.ml import steps
+from mlpilot.platform.ml import families, steps
 from mlpilot.platform.ml.context import PipelineRun
 from mlpilot.platform.ml.hpo import budget as B
 from mlpilot.platform.ml.hpo.objective import (
@@ -23,8 +23,8 @@ from mlpilot.platform.ml.hpo.objective import (
     CVObjective,
     search_folds,
 )
-from mlpilot.platform.ml.hpo.spaces import AUTO_FAMILIES, GPU_AUTO_FAMILIES
-from mlpilot.platform.ml.modeling import PLAN_FAMILIES, TREE_FAMILIES, make_estimator
+from mlpilot.platform.ml.hpo.spaces import auto_families
+from mlpilot.platform.ml.modeling import make_estimator
 from mlpilot.platform.ml.steps._model import AllRowsRefit
 
 
@@ -39,9 +39,11 @@ def _run(tmp_path: Path, rows: int = 200) -> PipelineRun:
 def test_extra_trees_are_searched_cheap_first_but_not_offered_to_plans() -> None:
     from sklearn.ensemble import ExtraTreesClassifier, ExtraTreesRegressor
 
-    assert "et" in AUTO_FAMILIES and "et" not in GPU_AUTO_FAMILIES and "et" in TREE_FAMILIES
-    assert "et" not in PLAN_FAMILIES  # the plan's model names are the design's list
-    assert "et" in B.LOW_COST and B.ROUNDS["et"] == "n_estimators"
+    assert "et" in auto_families() and "et" not in auto_families("gpu")
+    assert families.get("et").tree
+    assert "et" not in families.plan_names()  # the plan's model names are the design's list
+    et = families.get("et")
+    assert et.low_cost is not None and et.rounds == "n_estimators"
     regressor = make_estimator("et", "regression", params={"max_depth": 5}, n_jobs=1)
     assert isinstance(regressor, ExtraTreesRegressor) and regressor.max_depth == 5
     classifier = make_estimator("et", "classification", imbalanced=True)

@@ -13,11 +13,12 @@ import optuna
 import pandas as pd
 import pytest
 
+from mlpilot.platform.ml import families
 from mlpilot.platform.ml.hpo import boosting
 from mlpilot.platform.ml.hpo.early_stopping import EarlyStopping, stopping_point
 from mlpilot.platform.ml.hpo.monitor import StudyMonitor
 from mlpilot.platform.ml.hpo.session import TRIAL_ERRORS, remaining
-from mlpilot.platform.ml.hpo.spaces import AUTO_FAMILIES, model_params, sample
+from mlpilot.platform.ml.hpo.spaces import auto_families, model_params, sample
 from mlpilot.platform.ml.hpo.spec import StudySpec
 from mlpilot.platform.ml.hpo.storage import (
     FAIL_REASON_ATTR,
@@ -29,7 +30,7 @@ from mlpilot.platform.ml.hpo.storage import (
     redact,
 )
 from mlpilot.platform.ml.hpo.trial_log import GIVE_UP_AFTER, TrialLogger
-from mlpilot.platform.ml.modeling import FAMILIES, make_estimator
+from mlpilot.platform.ml.modeling import make_estimator
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 
@@ -146,7 +147,7 @@ def test_an_untracked_run_logs_no_trials() -> None:
 
 # -- search spaces ----------------------------------------------------------------------------
 @pytest.mark.parametrize("task", ["classification", "regression"])
-@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("family", families.names())
 def test_every_family_samples_parameters_its_estimator_accepts(family: str, task: str) -> None:
     rng = np.random.default_rng(0)
     X = pd.DataFrame(rng.normal(size=(60, 3)), columns=["a", "b", "c"])
@@ -171,13 +172,13 @@ def test_auto_gives_each_family_its_own_parameter_names() -> None:
         assert all(k.startswith(f"{family}.") for k in trial.params if k != "family")
         assert model_params(trial.params) == params
         study.tell(trial, 0.0)
-    assert seen == set(AUTO_FAMILIES)
+    assert seen == set(auto_families())
 
 
 def test_booster_metrics_point_the_way_the_study_does() -> None:
-    higher_is_better = {"auc", "aucpr", "average_precision"}
+    higher_is_better = {"auc", "aucpr", "average_precision", "AUC", "PRAUC"}
     for metric in ("rmse", "mae", "log_loss", "roc_auc", "pr_auc", "r2", "accuracy"):
-        for family in ("xgb", "lgbm"):
+        for family in families.names():
             for classes in (2, 3):
                 name = boosting.booster_metric(family, metric, classes)
                 if name is None:

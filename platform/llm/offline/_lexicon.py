@@ -1,12 +1,16 @@
 """What words mean: model families, metrics, intents and negations, in English and Chinese.
 
 Patterns run on normalised text (lower case, American spelling, Arabic numerals).
-Longer phrases are listed before shorter ones that they contain.
+Longer phrases are listed before shorter ones that they contain. Each model family's
+words live in its class (``Family.words``, ``ml/families``); this module orders them.
 """
 
 from __future__ import annotations
 
 import re
+from functools import cache
+
+from mlpilot.platform.ml import families
 
 _W = r"(?<![a-z0-9_])"  # word start for ASCII terms (CJK text has no spaces)
 _E = r"(?![a-z0-9_])"
@@ -16,120 +20,72 @@ def _alt(*terms: str) -> str:
     return "|".join(terms)
 
 
-MODEL_PATTERNS: list[tuple[str, str]] = [
-    (
-        "hgb",
-        _alt(
-            rf"{_W}hist(ogram)?[ -]?(based )?gradient[ -]?boost(ing|ed)?( (trees?|machine|model|classifier|regressor))?{_E}",
-            rf"{_W}histgradientboosting\w*",
-            rf"{_W}hgb{_E}",
-            rf"{_W}hist ?gbm{_E}",
-            "直方图梯度提升",
-        ),
+def _family_patterns(generic: bool) -> list[tuple[str, str]]:
+    """Each plan family's words (or generic words), in the families' ``word_order``."""
+    named = sorted(families.registry(), key=lambda f: f.word_order)
+    return [
+        (f.name, _alt(*(f.generic_words if generic else f.words)))
+        for f in named
+        if f.plan and (f.generic_words if generic else f.words)
+    ]
+
+
+#: words asking for a search across families (``model="auto"``)
+AUTO_PATTERN: tuple[str, str] = (
+    "auto",
+    _alt(
+        rf"{_W}auto ?ml{_E}",
+        rf"{_W}all (the )?(model|algorithm)s?{_E}",
+        rf"{_W}every (model|algorithm){_E}",
+        rf"{_W}(several|multiple|many|different) (model|algorithm)s{_E}",
+        rf"{_W}(across|over) (model )?famil(y|ies){_E}",
+        rf"{_W}whichever model{_E}",
+        rf"{_W}best (model|algorithm) (family|type){_E}",
+        "自动机器学习",
+        "所有模型",
+        "多种模型",
+        "各种模型",
     ),
-    (
-        "lgbm",
-        _alt(
-            rf"{_W}light ?gbm{_E}",
-            rf"{_W}lgbm{_E}",
-            rf"{_W}lgb{_E}",
-            rf"{_W}light gradient boosting( machine)?{_E}",
-        ),
+)
+
+
+#: generic boosting words: the family that is the default for ``families.BOOSTING``
+BOOSTING_PATTERN: tuple[str, str] = (
+    "boosting",
+    _alt(
+        rf"{_W}gradient[ -]?boost(ing|ed)?( (machine|model|classifier|regressor))?{_E}",
+        rf"{_W}gbdt{_E}",
+        rf"{_W}gbm{_E}",
+        rf"{_W}boosting{_E}",
+        "梯度提升",
+        "提升树",
     ),
-    (
-        "xgb",
-        _alt(
-            rf"{_W}xg ?boost{_E}",
-            rf"{_W}xgb{_E}",
-            rf"{_W}extreme gradient boosting{_E}",
-        ),
-    ),
-    (
-        "rf",
-        _alt(
-            rf"{_W}random[ -]?forests?( (model|classifier|regressor|regression))?{_E}",
-            rf"{_W}rf{_E}",
-            rf"{_W}forest (regressor|classifier|model)s?{_E}",
-            rf"{_W}extra[ -]trees{_E}",
-            "随机森林",
-        ),
-    ),
-    (
-        "svm",
-        _alt(
-            rf"{_W}support[ -]vector[ -](machines?|classifier|classification|regressor|regression)s?{_E}",
-            rf"{_W}svms?{_E}",
-            rf"{_W}svc{_E}",
-            rf"{_W}svr{_E}",
-            "支持向量机",
-            "支持向量",
-        ),
-    ),
-    (
-        "knn",
-        _alt(
-            rf"{_W}k[ -]?nearest[ -]?neighbors?{_E}",
-            rf"{_W}nearest[ -]neighbors?{_E}",
-            rf"{_W}k[ -]?nn{_E}",
-            "k近邻",
-            "最近邻",
-            "k 近邻",
-        ),
-    ),
-    (
-        "linear",
-        _alt(
-            rf"{_W}logistic( regression)?{_E}",
-            rf"{_W}logit{_E}",
-            rf"{_W}linear (regression|model|classifier)s?{_E}",
-            rf"{_W}ridge( regression)?{_E}",
-            rf"{_W}lasso{_E}",
-            rf"{_W}elastic ?net{_E}",
-            rf"{_W}linear{_E}",
-            "逻辑回归",
-            "线性回归",
-            "线性模型",
-            "岭回归",
-            "逻辑斯蒂",
-        ),
-    ),
-    (
-        "auto",
-        _alt(
-            rf"{_W}auto ?ml{_E}",
-            rf"{_W}all (the )?(model|algorithm)s?{_E}",
-            rf"{_W}every (model|algorithm){_E}",
-            rf"{_W}(several|multiple|many|different) (model|algorithm)s{_E}",
-            rf"{_W}(across|over) (model )?famil(y|ies){_E}",
-            rf"{_W}whichever model{_E}",
-            rf"{_W}best (model|algorithm) (family|type){_E}",
-            "自动机器学习",
-            "所有模型",
-            "多种模型",
-            "各种模型",
-        ),
-    ),
-]
-# Generic words count only when no library or family is named ("boosted trees via lightgbm").
-GENERIC_MODEL_PATTERNS: list[tuple[str, str]] = [
-    ("xgb", _alt(rf"{_W}boosted (decision )?trees?{_E}", rf"{_W}gradient[ -]boosted trees?{_E}")),
-    ("rf", _alt(rf"{_W}forests?( of (decision )?trees)?{_E}", rf"{_W}bagged trees{_E}", "森林")),
-    (
-        "boosting",
-        _alt(
-            rf"{_W}gradient[ -]?boost(ing|ed)?( (machine|model|classifier|regressor))?{_E}",
-            rf"{_W}gbdt{_E}",
-            rf"{_W}gbm{_E}",
-            rf"{_W}boosting{_E}",
-            "梯度提升",
-            "提升树",
-        ),
-    ),
-]
-MODEL_RES = [(name, re.compile(p)) for name, p in MODEL_PATTERNS]
-GENERIC_MODEL_RES = [(name, re.compile(p)) for name, p in GENERIC_MODEL_PATTERNS]
-#: "gradient boosting" with no library named: the histogram implementation in scikit-learn
-BOOSTING_DEFAULT = "hgb"
+)
+
+
+Patterns = list[tuple[str, re.Pattern[str]]]
+
+
+def model_res() -> tuple[Patterns, Patterns]:
+    """The compiled (named, generic) model patterns of the families registered now: the
+    built-in ones, and a plugin's once it is loaded."""
+    return _model_res(families.names())
+
+
+@cache
+def _model_res(names: tuple[str, ...]) -> tuple[Patterns, Patterns]:
+    # ``names`` is the cache key: the registry only grows, so its names say when to rebuild
+    named = [*_family_patterns(generic=False), AUTO_PATTERN]
+    generic = [*_family_patterns(generic=True), BOOSTING_PATTERN]
+    return (
+        [(name, re.compile(p)) for name, p in named],
+        [(name, re.compile(p)) for name, p in generic],
+    )
+
+
+#: "gradient boosting" with no library named (``families.BOOSTING``: scikit-learn's histogram
+#: implementation)
+BOOSTING_DEFAULT = families.default(families.BOOSTING).name
 
 METRIC_PATTERNS: list[tuple[str, str]] = [
     (

@@ -15,6 +15,7 @@ from mlpilot.platform.llm.offline import _lexicon as lex
 from mlpilot.platform.llm.offline import _numbers as num
 from mlpilot.platform.llm.offline._target import find_mentions, resolve_target
 from mlpilot.platform.llm.offline._text import correct_typos, normalize
+from mlpilot.platform.ml import families
 from mlpilot.platform.plan import Plan, Step, validate_plan
 from mlpilot.platform.plan.validate import describe_candidates
 
@@ -156,7 +157,8 @@ class Parsed:
 
     # -- reading ----------------------------------------------------------------------------
     def _model(self) -> str | None:
-        name = _earliest(self.text, lex.MODEL_RES) or _earliest(self.text, lex.GENERIC_MODEL_RES)
+        named, generic = lex.model_res()
+        name = _earliest(self.text, named) or _earliest(self.text, generic)
         return lex.BOOSTING_DEFAULT if name == "boosting" else name
 
     def _metric(self) -> str | None:
@@ -469,7 +471,8 @@ class Parsed:
         self, wants_model: bool, tune: bool, model: str | None
     ) -> tuple[str, dict[str, Any]]:
         if self.has("compare_engines") and not tune:
-            return "engine-comparison", {"model": model if model not in (None, "auto") else "rf"}
+            default = families.default(families.COMPARE).name
+            return "engine-comparison", {"model": model if model not in (None, "auto") else default}
         if tune:
             if model in (None, "auto"):
                 return "full-automl", {

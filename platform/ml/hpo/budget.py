@@ -15,7 +15,7 @@ then more trials inside the best families — and stops early only when nothing 
 left, saying so. A trial-count budget keeps plain early stopping.
 
 Cheap first, in configurations and in rows, as FLAML's cost-frugal search: a fresh budgeted
-search starts with one small, fast configuration per family (``LOW_COST``, FLAML's
+search starts with one small, fast configuration per family (``Family.low_cost``, FLAML's
 low-cost initial points), and on more than ``sampling.SAMPLE_MIN_ROWS`` training rows its
 trials fit on a sample of 10,000 rows of each training fold (validated on the whole fold).
 The sample grows ×4 up to every row at a plateau, or once the time left is down to about
@@ -34,9 +34,10 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from mlpilot.platform.ml import families
 from mlpilot.platform.ml.hpo import sampling
 from mlpilot.platform.ml.hpo.spaces import FAMILY_PARAM, model_params
-from mlpilot.platform.ml.modeling import LABELS, params_of
+from mlpilot.platform.ml.modeling import label_of, params_of
 from mlpilot.tracking import vocab
 
 if TYPE_CHECKING:
@@ -74,24 +75,6 @@ FOCUS_TRIALS = 5
 #: ... the best this many families, each at most this many times
 FOCUS_FAMILIES = 2
 FOCUS_ROUNDS = 20
-#: small, fast first configurations per family (the rest of the parameters is sampled)
-LOW_COST: dict[str, dict[str, Any]] = {
-    "lgbm": {"n_estimators": 100, "learning_rate": 0.1, "num_leaves": 15},
-    "hgb": {"max_iter": 100, "learning_rate": 0.1, "max_leaf_nodes": 15},
-    "xgb": {"n_estimators": 100, "learning_rate": 0.1, "max_depth": 4},
-    "linear": {},
-    "rf": {"n_estimators": 50, "max_depth": 12},
-    "et": {"n_estimators": 50, "max_depth": 12},
-}
-#: the parameters that set how long a family trains, and its learning rate, if any
-ROUNDS = {
-    "lgbm": "n_estimators",
-    "xgb": "n_estimators",
-    "hgb": "max_iter",
-    "rf": "n_estimators",
-    "et": "n_estimators",
-}
-RATE = {"lgbm": "learning_rate", "xgb": "learning_rate", "hgb": "learning_rate"}
 
 
 @dataclass
@@ -146,15 +129,15 @@ def best_fit_s(study: optuna.Study) -> float | None:
     return sampling.full_fit_s(best, study.user_attrs)
 
 
-def enqueue_low_cost(study: optuna.Study, families: tuple[str, ...], model: str) -> int:
+def enqueue_low_cost(study: optuna.Study, names: tuple[str, ...], model: str) -> int:
     """Queue one cheap configuration per family at the start of a fresh study; how many."""
     if study.get_trials(deepcopy=False):
         return 0  # a resumed study: its trials already measured what is cheap
     queued = 0
-    for family in sorted(families, key=lambda f: list(LOW_COST).index(f) if f in LOW_COST else 99):
-        if family not in LOW_COST:
-            continue
-        study.enqueue_trial(_prefixed(family, LOW_COST[family], model))
+    # each family's small, fast first configuration (``Family.low_cost``), in the order of
+    # its ``priority``; the rest of its parameters is sampled
+    for family in families.registry().low_cost_queue(names):
+        study.enqueue_trial(_prefixed(family.name, dict(family.low_cost or {}), model))
         queued += 1
     return queued
 
@@ -252,7 +235,7 @@ class PlateauMoves:
             if counts[family] < MIN_FAMILY_TRIALS and key not in self.tried:
                 self.tried.add(key)
                 study.enqueue_trial({FAMILY_PARAM: family})
-                return f"another family: {LABELS.get(family, family)}"
+                return f"another family: {label_of(family)}"
         return None
 
     def _grow(self, study: optuna.Study, ranked: list[tuple[str, Any]]) -> str | None:
@@ -266,8 +249,8 @@ class PlateauMoves:
                 continue
             self.tried.add(key)
             study.enqueue_trial(_prefixed(family, grown, self.model))
-            rounds = ROUNDS[family]
-            return f"the best {LABELS.get(family, family)} grown to {rounds}={grown[rounds]}"
+            rounds = families.get(family).rounds
+            return f"the best {label_of(family)} grown to {rounds}={grown[rounds]}"
         return None
 
     def _focus(self, study: optuna.Study, ranked: list[tuple[str, Any]]) -> str | None:
@@ -279,7 +262,7 @@ class PlateauMoves:
             fixed = {FAMILY_PARAM: family} if self.model == "auto" else {}
             for _ in range(FOCUS_TRIALS):
                 study.enqueue_trial(fixed, skip_if_exists=False)
-            return f"{FOCUS_TRIALS} more trials of {LABELS.get(family, family)}"
+            return f"{FOCUS_TRIALS} more trials of {label_of(family)}"
         return None
 
 
@@ -300,7 +283,8 @@ def _family_bests(complete: list[Any], model: str, maximize: bool) -> list[tuple
 def grow(family: str, params: dict[str, Any], task: str) -> dict[str, Any] | None:
     """``params`` with more rounds (×2) at a smaller rate (÷2), inside the search space;
     None when the family has no rounds or they are at the top of the space already."""
-    rounds = ROUNDS.get(family)
+    spec = families.get(family)
+    rounds = spec.rounds
     if rounds is None or rounds not in params:
         return None
     space = {p.name: p for p in params_of(family, task)}
@@ -310,7 +294,7 @@ def grow(family: str, params: dict[str, Any], task: str) -> dict[str, Any] | Non
         return None
     grown = dict(params)
     grown[rounds] = min(high, int(current * GROW_FACTOR))
-    rate = RATE.get(family)
+    rate = spec.rate
     if rate and rate in params:
         low = float(space[rate].low or 0)
         grown[rate] = max(low, float(params[rate]) / GROW_FACTOR)

@@ -27,12 +27,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from mlpilot.platform.errors import MlpilotError
+from mlpilot.platform.ml import families
 from mlpilot.platform.ml import metrics as M
 from mlpilot.platform.ml.devices import observe_model, process_engine
 from mlpilot.platform.ml.hpo import boosting, oof_store, sampling
 from mlpilot.platform.ml.hpo.spaces import sample
 from mlpilot.platform.ml.hpo.storage import claim
-from mlpilot.platform.ml.modeling import SCALE_SENSITIVE, build_pipeline
+from mlpilot.platform.ml.modeling import build_pipeline
 from mlpilot.tracking import vocab
 
 if TYPE_CHECKING:
@@ -122,7 +123,8 @@ class CVObjective:
     ) -> None:
         from sklearn.model_selection import KFold, StratifiedKFold
 
-        run.build_pipeline("linear")  # settles the cleaning and feature plans on the run
+        # the cheapest pipeline settles the cleaning and feature plans on the run
+        run.build_pipeline(families.default(families.SETTLE).name)
         self.X, self.y = run.data.train()
         # what building a pipeline needs, without the frames (the objective pickles to Dask)
         self.data = dataclasses.replace(run.data, X=None, raw_example=None)
@@ -253,7 +255,7 @@ class CVObjective:
         from sklearn.base import clone
 
         pipeline = build_pipeline(self.data, family, params, **self.build)
-        folds = self.folds(pipeline, family in SCALE_SENSITIVE)
+        folds = self.folds(pipeline, families.get(family).scale_sensitive)
         # cheap first on many rows: fit on the study's sample, validate on the whole fold
         sampled = sampling.sample_folds(
             folds, sampling.trial_rows(trial), self.build["seed"], self.n_classes > 0
@@ -262,9 +264,7 @@ class CVObjective:
         trial.set_user_attr(vocab.ATTR_TRAIN_ROWS, sampled.rows)  # pruned trials too
         estimator = pipeline.steps[-1][1]
         booster_metric = (
-            boosting.booster_metric(family, self.metric, self.n_classes)
-            if self.pruning and family in boosting.BOOSTED
-            else None
+            boosting.booster_metric(family, self.metric, self.n_classes) if self.pruning else None
         )
         values: list[float] = []
         fits: list[float] = []

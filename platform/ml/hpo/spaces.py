@@ -1,24 +1,23 @@
-"""Search spaces: the hyperparameters each model family tunes (``modeling.PARAMS``), per task."""
+"""Search spaces: the hyperparameters each model family tunes (its ``Family.params``), per task."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from mlpilot.platform.ml import families
 from mlpilot.platform.ml.modeling import CATEGORICAL_PARAM, params_of
 
 if TYPE_CHECKING:
     import optuna
 
-#: what model="auto" searches across: fast, strong families that cope with any tabular data
-AUTO_FAMILIES = ("hgb", "rf", "xgb", "lgbm", "linear", "et")
-#: the same when the defaults prefer the GPU: HistGradientBoosting and LightGBM have no GPU path
-GPU_AUTO_FAMILIES = ("rf", "xgb", "linear")
 #: the name of the categorical parameter that picks the family when model="auto"
 FAMILY_PARAM = "family"
 
 
 def auto_families(prefer: str = "cpu") -> tuple[str, ...]:
-    return GPU_AUTO_FAMILIES if prefer == "gpu" else AUTO_FAMILIES
+    """What model="auto" searches across (``Family.auto_order``): fast, strong families that
+    cope with any tabular data; those with a GPU path when the defaults prefer the GPU."""
+    return families.auto_names(prefer)
 
 
 def suggest_family(trial: optuna.Trial, model: str, prefer: str = "cpu") -> str:
@@ -63,7 +62,7 @@ def sample(
 def suggest_params(
     trial: optuna.Trial, family: str, task: str, *, categorical: bool = False
 ) -> dict[str, Any]:
-    """The search space of one model family for ``task`` (``modeling.PARAMS``), sampled."""
+    """The search space of one model family for ``task`` (``Family.params``), sampled."""
     params: dict[str, Any] = {}
     for param in params_of(family, task):
         if param.name == CATEGORICAL_PARAM and not categorical:

@@ -7,11 +7,12 @@ from typing import Any
 import numpy as np
 
 from mlpilot.platform.errors import MlpilotError
+from mlpilot.platform.ml import families
 from mlpilot.platform.ml import metrics as M
 from mlpilot.platform.ml.context import PipelineRun
 from mlpilot.platform.ml.devices import observe_model
 from mlpilot.platform.ml.features import source_columns
-from mlpilot.platform.ml.modeling import LABELS
+from mlpilot.platform.ml.modeling import label_of
 from mlpilot.platform.ml.steps._model import _scores, train_model
 
 PERMUTATION_ROWS = 5000
@@ -147,8 +148,9 @@ def _log_plots(run: PipelineRun) -> None:
 def feature_importance(run: PipelineRun, method: str = "auto", top_k: int = 10) -> None:
     run.data.require("feature_importance")
     if not run.model.fitted:
-        run.note("no model in the plan: fitting a default random forest for feature importance")
-        train_model(run, model="rf")
+        default = families.default(families.IMPORTANCE)
+        run.note(f"no model in the plan: fitting a default {default.label} for feature importance")
+        train_model(run, model=default.name)
     from mlpilot.platform.ml import plots
 
     with run.stage("importance"):
@@ -158,7 +160,7 @@ def feature_importance(run: PipelineRun, method: str = "auto", top_k: int = 10) 
             used, rows, repeats = _auto_method(run)
         if used == "impurity" and not _native_members(run.model.pipeline):
             run.note(
-                f"impurity importance needs a tree model; {LABELS.get(run.model.family, run.model.family)} uses permutation importance"
+                f"impurity importance needs a tree model; {label_of(run.model.family)} uses permutation importance"
             )
             used = "permutation"
         ranking = _impurity(run) if used == "impurity" else _permutation(run, rows, repeats)

@@ -8,16 +8,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from mlpilot.platform.ml import families
 from mlpilot.platform.ml import metrics as M
 from mlpilot.platform.ml.context import PipelineRun
 from mlpilot.platform.ml.devices import observe_model
+from mlpilot.platform.ml.families import ENSEMBLE_FAMILY
 from mlpilot.platform.ml.features import plan_features
-from mlpilot.platform.ml.modeling import (
-    CATEGORICAL_PARAM,
-    ENSEMBLE_FAMILY,
-    LABELS,
-    resolve_family,
-)
+from mlpilot.platform.ml.modeling import CATEGORICAL_PARAM, label_of, resolve_family
 from mlpilot.platform.ml.steps._outputs import log_model
 from mlpilot.tracking import vocab
 
@@ -65,17 +62,16 @@ def train_model(
     with run.stage("train"):
         family = resolve_family(model, run.prefer)
         if model == "auto":
-            run.note(f"model auto: fitting {LABELS[family]} with its default configuration")
+            run.note(f"model auto: fitting {label_of(family)} with its default configuration")
         pipeline = run.build_pipeline(family, params)
         X_train, y_train = run.data.train()
-        if family == "svm" and len(X_train) > 20000:
-            run.note(
-                f"svm on {len(X_train)} rows is slow (its cost grows with the square of the rows)"
-            )
+        spec = families.get(family)
+        if spec.slow_above_rows is not None and len(X_train) > spec.slow_above_rows:
+            run.note(f"{family} on {len(X_train)} rows is slow ({spec.slow_reason})")
         pipeline.fit(X_train, y_train)
         observe_model(pipeline)  # fitted: XGBoost's booster now says where it trained
         set_model(run, pipeline, family, params or {})
-        run.event("progress", stage="train", message=f"fitted {LABELS[family]}")
+        run.event("progress", stage="train", message=f"fitted {label_of(family)}")
     score_on_test(run)
 
 
@@ -180,7 +176,7 @@ def _note_categorical(run: PipelineRun, family: str, params: dict[str, Any]) -> 
     if how is None or not columns:
         return
     names = ", ".join(columns[:5]) + (f" and {len(columns) - 5} more" if len(columns) > 5 else "")
-    label = LABELS.get(family, family)
+    label = label_of(family)
     if how == "native":
         run.note(
             f"categorical columns ({names}): the best {label} splits on their categories "
