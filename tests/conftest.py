@@ -78,3 +78,13 @@ def mlflow_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MlflowSe
     server.start()
     yield server
     server.stop()
+
+
+@pytest.fixture(scope="session")
+def playwright() -> Iterator[object]:
+    """One Playwright for the session: a second ``sync_playwright()`` while one is open
+    refuses to start ("Sync API inside the asyncio loop"), so every browser test shares it."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        yield p

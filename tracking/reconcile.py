@@ -422,7 +422,7 @@ class Reconciler:
             "timings": _timings(metrics),
             "model": {
                 "uri": _safe_model_uri(self.client, run_id),
-                **self._registered(run_id, result),
+                **self._registered(run_id),
             },
         }
         for key in ("main_metric", "task", "target"):
@@ -434,21 +434,19 @@ class Reconciler:
             run_id, fields, [_event(run_id, "recovered", "SUCCEEDED", None, message)]
         )
 
-    def _registered(self, run_id: str, result: dict[str, Any]) -> dict[str, Any]:
-        """The version the pipeline registered, when MLflow's registry has it from this run."""
-        registered = result.get("registered")
-        none = {"registered_name": None, "version": None}
-        if not isinstance(registered, dict):
-            return none
-        name, version = registered.get("name"), registered.get("version")
+    def _registered(self, run_id: str) -> dict[str, Any]:
+        """The version registered from this run, as MLflow's registry has it (mlpilot
+        registers for the pipeline, so the registry is read, not the pipeline's result)."""
+        none: dict[str, Any] = {"registered_name": None, "version": None}
         try:
-            found = self.client.get_model_version(str(name), str(version))
+            found = self.client.search_model_versions(f"run_id = '{run_id}'")
         except Exception as exc:
-            logger.debug("the registered version is not in the registry: %s", exc)
+            logger.debug("the registry is not readable: %s", exc)
             return none
-        if found.run_id != run_id:
+        if not found:
             return none
-        return {"registered_name": str(name), "version": str(version)}
+        newest = max(found, key=lambda v: int(v.creation_timestamp or 0))
+        return {"registered_name": str(newest.name), "version": str(newest.version)}
 
     # -- helpers --------------------------------------------------------------------------------
     def _change(self, run_id: str, action: str, detail: str) -> None:

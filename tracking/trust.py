@@ -6,8 +6,8 @@ anchor store (``tracking/anchors.py``), keyed by the tracking URI and the logged
 id; before any load, the files are fetched, their digests compared with that record, and
 only that verified copy is loaded. A changed, added or missing file refuses the load in
 one line. The ``mlpilot.model.sha256`` tags are written too, for people and the dashboard
-only: pipelines can write MLflow's store, so a tag is never what a model is checked
-against. Models whose digests are only tags (recorded before the anchor store) or none
+only: MLflow's store is shared by every tool that reaches its URI, so a tag is never what
+a model is checked against. Models whose digests are only tags (recorded before the anchor store) or none
 load only with ``trust_unverified``; local folders only with ``trust_local``.
 """
 
@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
 import re
 import shutil
 import tempfile
@@ -240,9 +241,9 @@ def download(model_uri: str, dest: Path, client: MlflowClient) -> Path:
     from mlpilot.tracking.mlflow_store import scoped_tracking_uri
 
     try:
-        source = _local_files(client, model_uri)
-        if source is not None:
-            return _copy_without_links(model_uri, source, dest)
+        found = _local_files(client, model_uri)
+        if found is not None:
+            return _copy_without_links(model_uri, found, dest)
         with scoped_tracking_uri(client.tracking_uri):  # models:/ resolves through it
             return Path(
                 mlflow.artifacts.download_artifacts(artifact_uri=model_uri, dst_path=str(dest))
@@ -255,36 +256,54 @@ def download(model_uri: str, dest: Path, client: MlflowClient) -> Path:
         ) from None
 
 
-def _local_files(client: MlflowClient, model_uri: str) -> Path | None:
-    """The folder of a logged model's files when the artifact store is a local folder."""
+def _local_files(client: MlflowClient, model_uri: str) -> tuple[Path, Path] | None:
+    """The folder of a logged model's files and its experiment's artifact folder, when the
+    artifact store is a local folder."""
     model_id = logged_id(client, model_uri)
     if model_id is None:
         return None  # runs:/…: MLflow resolves it (its copy follows links)
-    return urlparse_path(str(client.get_logged_model(model_id).artifact_location or ""))
+    model = client.get_logged_model(model_id)
+    source = urlparse_path(str(model.artifact_location or ""))
+    if source is None:
+        return None
+    store = urlparse_path(client.get_experiment(model.experiment_id).artifact_location)
+    return source, store or source
 
 
-def _copy_without_links(model_uri: str, source: Path, dest: Path) -> Path:
-    """The model's regular files, copied without following a link: pipelines can write the
-    local artifact store, and a link planted there must not make root copy what it names
-    (``/etc/shadow``) into a folder a pipeline then reads."""
-    from mlpilot.platform.config import get_settings
+def _copy_without_links(model_uri: str, found: tuple[Path, Path], dest: Path) -> Path:
+    """The model's regular files, copied without following a link: a link planted in the
+    artifact store must not make root copy what it names (``/etc/shadow``) into a folder a
+    pipeline then reads. Links above the experiment's folder are the operator's own."""
     from mlpilot.tracking.runfolder import RunFolder, UnsafeFile
 
-    root = urlparse_path(get_settings().artifact_root)
-    real = source.resolve()
-    if root is not None and not real.is_relative_to(root.resolve()):
+    source, store = found
+    if _linked_below(store, source):
         raise TrackingError(
-            f"cannot fetch model {model_uri}: its folder leads out of the artifact store ({real})",
-            hint="a link was planted in the store: the model is not loaded",
+            f"cannot fetch model {model_uri}: its folder is reached through a link ({source})",
+            hint="a link was planted in the artifact store: the model is not loaded",
         )
     try:
-        with RunFolder(real) as folder:
+        with RunFolder(source.resolve()) as folder:
             for name, _size in folder.files():
                 (dest / name).parent.mkdir(parents=True, exist_ok=True)
                 folder.copy_out(name, dest / name, _MODEL_FILE_LIMIT)
     except UnsafeFile as exc:
         raise TrackingError(f"cannot fetch model {model_uri}: {exc.message}") from None
     return dest
+
+
+def _linked_below(store: Path, source: Path) -> bool:
+    """Whether ``source`` lies outside ``store`` or any folder from ``store`` down to it
+    is a symbolic link."""
+    store, source = Path(os.path.abspath(store)), Path(os.path.abspath(source))
+    if not source.is_relative_to(store):
+        return True
+    here = store
+    for part in source.relative_to(store).parts:
+        here = here / part
+        if here.is_symlink():
+            return True
+    return False
 
 
 def urlparse_path(uri: str | None) -> Path | None:

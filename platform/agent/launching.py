@@ -108,10 +108,24 @@ def _start_leg(
         # a time budget is the whole run's: the pipeline counts it from the request's start
         extra_env=env,
         registrations=plan_registrations(plan),
+        # files the plan's other steps read (predict's data_path): handed over like --data,
+        # since the pipeline's own mounts show it nothing else
+        extra_reads=_step_reads(plan),
     )
     for folder in provided.values():  # the share of the run folder made them writable
         read_only(script.parent / folder)
     return leg
+
+
+def _step_reads(plan: dict[str, Any]) -> tuple[str, ...]:
+    """The data files a plan's steps other than ``load_data`` read (checked by the path
+    policy at VALIDATING, absolute by then)."""
+    reads = []
+    for step in plan.get("steps") or []:
+        path = (step.get("args") or {}).get("data_path") if isinstance(step, dict) else None
+        if isinstance(path, str) and path:
+            reads.append(path)
+    return tuple(reads)
 
 
 _TRAINS = ("train_model", "optimize_model")

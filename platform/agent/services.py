@@ -109,6 +109,7 @@ class PipelineExecutor(Protocol):
         mlflow_run_id: str | None,
         extra_env: dict[str, str] | None = None,
         registrations: tuple[Any, ...] = (),
+        extra_reads: tuple[str, ...] = (),
     ) -> Leg: ...
     def run_leg(
         self,

@@ -551,8 +551,7 @@ def _restrict(
         writable = [str(run_dir), *temporary]
         contain.update(landlock=True, writable=writable, devices=_devices())
         filesystem.append(
-            f"writes only beneath the run folder and {', '.join(temporary)} "
-            f"(Landlock ABI {abi})"
+            f"writes only beneath the run folder and {', '.join(temporary)} (Landlock ABI {abi})"
         )
     else:
         filesystem.append("writes not restricted (not applied: this kernel has no Landlock)")
@@ -600,9 +599,7 @@ def _network(settings: Any) -> tuple[bool, str]:
         return False, "not isolated (needs root)"
     # the parent logs to MLflow for the pipeline (execution/relay.py): only Optuna counts
     remote = [
-        name
-        for name, uri in ()
-        if "://" in uri and not uri.startswith(("sqlite:///", "file:"))
+        name for name, uri in () if "://" in uri and not uri.startswith(("sqlite:///", "file:"))
     ]
     if remote:
         return False, f"not isolated (server stores: {', '.join(remote)})"

@@ -110,17 +110,16 @@ def dashboard(seeded_home: dict[str, Any]) -> Iterator[Dashboard]:
 
 
 @pytest.fixture(scope="session")
-def browser() -> Iterator[Any]:
-    from playwright.sync_api import sync_playwright
-
+def browser(playwright: Any) -> Iterator[Any]:
     if not Path(CHROMIUM).exists():
         pytest.fail(
             f"{CHROMIUM} is missing: `make test` installs Debian's chromium (apt-get install chromium)"
         )
-    with sync_playwright() as p:
-        chromium = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
-        yield chromium
-        chromium.close()
+    chromium = playwright.chromium.launch(
+        executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS
+    )
+    yield chromium
+    chromium.close()
 
 
 @pytest.fixture

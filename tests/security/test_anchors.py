@@ -200,7 +200,10 @@ def _env(home: Path, **extra: str) -> dict[str, str]:
 def test_a_pipeline_cannot_reach_another_homes_anchors(attacked: dict[str, Any]) -> None:
     report = attacked["report"]
     for name in ("list anchors", "list anchors/models", "plant anchor"):
-        assert report[name].startswith("refused: PermissionError"), report
+        # refused by permissions, or hidden by its own mounts (test homes live in /tmp)
+        assert report[name].startswith(
+            ("refused: PermissionError", "refused: FileNotFoundError")
+        ), report
     assert not list((attacked["home"] / "private").rglob("forged.json"))
     anchors = attacked["home"] / "private" / "anchors"
     entries = [p for p in anchors.rglob("*") if p.is_file()]

@@ -443,11 +443,10 @@ FORM_PAGE = """<!doctype html><html><body>
 @pytest.mark.slow
 def test_in_chromium_a_rebound_name_and_a_cross_site_form_write_nothing(
     local: tuple[str, Path],
+    playwright: Any,
 ) -> None:
     """DNS rebinding and a cross-site form, played out in Chromium: the attacker's names
     resolve to 127.0.0.1 (``--host-resolver-rules``), their pages are served by the test."""
-    from playwright.sync_api import sync_playwright
-
     if not Path(CHROMIUM).exists():
         pytest.fail(f"{CHROMIUM} is missing (apt-get install chromium)")
     url, home = local
@@ -468,32 +467,31 @@ def test_in_chromium_a_rebound_name_and_a_cross_site_form_write_nothing(
         "PrivateNetworkAccessSendPreflights,PrivateNetworkAccessRespectPreflightResults",
     ]
     before = _stores(home)
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=args)
-        try:
-            page = browser.new_page()
-            page.set_default_timeout(30_000)
-            page.goto(url + "/chat")  # the victim has the dashboard open: a token cookie
-            page.wait_for_selector("#chat-session-id")
-            assert _stores(home)[0] == before[0] + 1  # the page's own callbacks work
-            page.route(
-                lambda u: u in pages,
-                lambda route: route.fulfill(
-                    status=200, content_type="text/html", body=pages[route.request.url]
-                ),
-            )
-            # after the rebind, the attacker's page and the dashboard share an origin
-            page.goto(f"{rebound}/attack")
-            page.locator("#status", has_text=re.compile(r"^\d")).wait_for()
-            assert page.inner_text("#status").startswith("403 this dashboard does not answer")
-            response = page.goto(rebound + "/")
-            assert response is not None and response.status == 403
-            # a form on another site posts to the dashboard itself
-            with page.expect_navigation(url=url + CALLBACK):
-                page.goto(f"http://attacker.example:{port}/form")
-            assert "refused: the request came from another site" in page.content()
-        finally:
-            browser.close()
+    browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=args)
+    try:
+        page = browser.new_page()
+        page.set_default_timeout(30_000)
+        page.goto(url + "/chat")  # the victim has the dashboard open: a token cookie
+        page.wait_for_selector("#chat-session-id")
+        assert _stores(home)[0] == before[0] + 1  # the page's own callbacks work
+        page.route(
+            lambda u: u in pages,
+            lambda route: route.fulfill(
+                status=200, content_type="text/html", body=pages[route.request.url]
+            ),
+        )
+        # after the rebind, the attacker's page and the dashboard share an origin
+        page.goto(f"{rebound}/attack")
+        page.locator("#status", has_text=re.compile(r"^\d")).wait_for()
+        assert page.inner_text("#status").startswith("403 this dashboard does not answer")
+        response = page.goto(rebound + "/")
+        assert response is not None and response.status == 403
+        # a form on another site posts to the dashboard itself
+        with page.expect_navigation(url=url + CALLBACK):
+            page.goto(f"http://attacker.example:{port}/form")
+        assert "refused: the request came from another site" in page.content()
+    finally:
+        browser.close()
     assert _stores(home)[0] == before[0] + 1  # nothing the attacker sent saved a session
 
 

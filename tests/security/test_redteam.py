@@ -171,9 +171,11 @@ def _assert_contained(report: dict[str, str], home: Path, listener: Listener) ->
     assert report["socket"].startswith("refused") and listener.received == []
     assert not report["whoami"].startswith("uid 0"), report["whoami"]
     for path in ("/etc/shadow", str(KEY_FILE), "$HOME/private/metadata.db"):
-        # root's home is hidden from the pipeline (its own mounts): the key is not there
-        hidden = ("refused: FileNotFoundError",) if path.startswith("/root/") else ()
-        assert report[f"read {path}"].startswith(("refused: PermissionError", *hidden)), report
+        # root's home and /tmp (where test homes live) are hidden by the pipeline's own
+        # mounts: not even there for it, or refused by the permissions
+        assert report[f"read {path}"].startswith(
+            ("refused: PermissionError", "refused: FileNotFoundError")
+        ), report
     for path in ("/etc/mlpilot-redteam", "/root/mlpilot-redteam"):
         assert report[f"write {path}"].startswith("refused: PermissionError")
         assert not Path(path).exists()

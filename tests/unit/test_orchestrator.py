@@ -176,6 +176,7 @@ class FakeExecutor:
         prefer: str | None = None,
         extra_env: dict[str, str] | None = None,
         registrations: tuple[Any, ...] = (),
+        extra_reads: tuple[str, ...] = (),
     ) -> FakeLeg:
         self.extra_env = dict(extra_env or {})
         if self.refuse_starts:

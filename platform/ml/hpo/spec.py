@@ -245,6 +245,13 @@ def _step_function(path: str) -> Any:
 
 def default_study_name(run: PipelineRun, model: str) -> str:
     """``<target>-<model>-<run id prefix>``: one study per request, found again by its run."""
-    run_id = run.logger.run_id
-    suffix = run_id[:8] if run_id else f"{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:4]}"
-    return f"{run.data.target or 'study'}-{model}-{suffix}"
+    run_id = getattr(run.logger, "run_id", None)
+    if run_id:
+        return f"{run.data.target or 'study'}-{model}-{run_id[:8]}"
+    # a relayed pipeline knows no run id: one timestamped name per run and model, the same
+    # on every call (the storage proxy lets a leg load only the studies it made)
+    names = run.__dict__.setdefault("_study_names", {})
+    if model not in names:
+        stamp = f"{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:4]}"
+        names[model] = f"{run.data.target or 'study'}-{model}-{stamp}"
+    return names[model]

@@ -33,7 +33,7 @@ from mlpilot.platform.ml.hpo.session import (
     run_trials,
 )
 from mlpilot.platform.ml.hpo.spec import SPEC_ATTR, StudySpec, check_recipe, rebuild_run
-from mlpilot.platform.ml.hpo.storage import open_storage, redact
+from mlpilot.platform.ml.hpo.storage import open_storage, recover, redact
 from mlpilot.platform.ml.hpo.trial_log import TrialLogger
 
 logger = logging.getLogger(__name__)
@@ -129,8 +129,12 @@ def run_worker(
             "timeout_s": timeout_s,
             "total": total,
         }
+        # the contained loop sees only its own PID namespace: dead workers' trials are
+        # reaped here, where their owners' pids mean something
+        reaped = recover(probe)
         child, trial_ids = launch(job, data_path or spec.data_path, spec.engine, on_event)
         _take_child_report(report, child, trial_ids)
+        report.reaped = sorted(set(reaped) | set(report.reaped))
         _log_trials(parent, study_name, backend, trial_ids)
     else:
         if dask is not None:
