@@ -18,6 +18,7 @@ import json
 import logging
 import os
 import sys
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -54,15 +55,27 @@ def load(home: Path) -> dict[str, list[str]] | None:
     return modules if isinstance(modules, dict) else None
 
 
-def refresh(home: Path) -> bool:
-    """Build and write the map unless a current one is cached; True when it wrote one."""
-    if load(home) is not None:
-        return False
-    try:  # the backport, as MLflow uses: its map differs in small ways from the stdlib's
+def distributions_function() -> Callable[[], Mapping[str, list[str]]]:
+    """``packages_distributions`` from the backport, as MLflow uses (its map differs in
+    small ways from the stdlib's), else from the stdlib.
+
+    Call it on the thread that will import MLflow, before handing the function to another
+    thread: importing ``importlib_metadata`` puts its finder on ``sys.meta_path`` before the
+    module has finished executing, and an ``importlib.metadata`` lookup on another thread
+    in that window fails with ``NameError: PathDistribution``.
+    """
+    try:
         from importlib_metadata import packages_distributions
     except ImportError:
         from importlib.metadata import packages_distributions
+    return packages_distributions
 
+
+def refresh(home: Path, distributions: Callable[[], Mapping[str, list[str]]] | None = None) -> bool:
+    """Build and write the map unless a current one is cached; True when it wrote one."""
+    if load(home) is not None:
+        return False
+    packages_distributions = distributions or distributions_function()
     key = environment_key()
     modules = {name: list(dict.fromkeys(d)) for name, d in packages_distributions().items()}
     path = home / CACHE_FILE

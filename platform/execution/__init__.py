@@ -592,14 +592,15 @@ def should_fall_back(leg: LegResult) -> bool:
 def _refresh_package_map(home: Path) -> None:
     """Cache the module → distribution map for the pipelines' model logging, once per
     environment, on a thread while the child runs (see ``mlpilot.tracking.packages``)."""
-    from mlpilot.tracking.packages import load, refresh
+    from mlpilot.tracking.packages import distributions_function, load, refresh
 
     if load(home) is not None:
         return
+    distributions = distributions_function()  # imported here, not on the thread
 
     def build() -> None:
         try:
-            refresh(home)
+            refresh(home, distributions)
         except Exception as exc:  # a cache, never a reason to fail a run
             logger.debug("package map not cached: %s", exc)
 

@@ -55,6 +55,9 @@ class DeferredRunLogger:
                 logger.debug("handed to whoever waits for the logger: %s", exc)
                 future.set_exception(exc)
 
+        from mlpilot.tracking.packages import distributions_function
+
+        distributions_function()  # MLflow's metadata backport, imported before the thread
         threading.Thread(target=open_, name="mlflow-open", daemon=True).start()
 
     @property

@@ -50,3 +50,25 @@ def test_seeded_map_is_the_one_mlflow_builds(tmp_path: Path, fresh_mlflow_map: o
     built = ru._MODULES_TO_PACKAGES  # type: ignore[attr-defined]
     assert {k: list(dict.fromkeys(v)) for k, v in built.items()} == seeded
     assert packages.seed_mlflow(tmp_path) is False  # MLflow has a map: never replaced
+
+
+def test_the_backport_is_imported_before_the_background_thread(tmp_path: Path) -> None:
+    """The orchestrator imports MLflow while the map is built on a thread: importing
+    ``importlib_metadata`` on that thread exposes its half-executed finder to the main
+    thread's ``importlib.metadata`` lookups (``NameError: PathDistribution``)."""
+    import subprocess
+    import sys
+
+    script = (
+        "import sys, threading\n"
+        "from pathlib import Path\n"
+        "started = []\n"
+        "threading.Thread.start = lambda self: started.append(self.name)\n"
+        "from mlpilot.platform.execution import _refresh_package_map\n"
+        "assert 'importlib_metadata' not in sys.modules, 'imported too early to tell'\n"
+        f"_refresh_package_map(Path({str(tmp_path)!r}))\n"
+        "assert started == ['package-map'], started\n"
+        "assert 'importlib_metadata' in sys.modules, 'left to the thread'\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-1500:]
