@@ -70,6 +70,8 @@ PRIVATE_TMP = ("/tmp", "/var/tmp", "/dev/shm", "/run")
 SEALED_ID = RUN_IDS_FIRST - 1
 #: folders hidden from pipelines (as root): other people's homes and root's own
 HIDDEN = ("/home", "/root")
+#: mlpilot's top-level packages (pyproject's package-dir): what a pipeline imports of it
+PACKAGES = ("mlpilot.platform", "mlpilot.tracking", "mlpilot.adapters", "mlpilot.dashboards")
 #: device files pipelines may write (the GPU's are added where they exist)
 DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty")
 
@@ -615,11 +617,22 @@ def _share_stores(settings: Any, run_dir: Path, user: RunUser) -> None:
 
 
 def _interpreter_paths() -> list[Path]:
-    """Where the pipeline's Python and its packages live (read, never written)."""
+    """Where the pipeline's Python and its packages live (read, never written).
+
+    mlpilot's own folders are named apart: an editable install (a checkout) keeps them
+    outside site-packages, and a checkout under /tmp or /home would otherwise be covered by
+    the private mounts. Only those folders, not the checkout: its run homes stay unseen.
+    """
+    import importlib.util
     import site
 
     folders = {Path(sys.executable).resolve().parent, Path(sys.prefix), Path(sys.base_prefix)}
     folders.update(Path(p) for p in site.getsitepackages())
+    for name in PACKAGES:
+        spec = importlib.util.find_spec(name)
+        for place in (spec.submodule_search_locations or []) if spec else []:
+            if os.path.isabs(place) and os.path.isdir(place):  # not an import hook's name
+                folders.add(Path(place))
     return sorted(folders)
 
 

@@ -106,3 +106,15 @@ def test_a_leg_never_learns_an_mlflow_run_id(tmp_path: Path, monkeypatch: object
         "stderr.txt",
         "stdout.txt",
     ]
+
+
+def test_mlpilots_own_folders_stay_in_sight_of_a_contained_pipeline() -> None:
+    """A checkout (editable install) under /tmp or /home: the private mounts cover it, so
+    the pipeline would not find ``mlpilot.platform`` unless its folders are bound back."""
+    import mlpilot.platform.execution.containment as containment
+    import mlpilot.tracking
+
+    kept = containment._interpreter_paths()
+    here = Path(containment.__file__).resolve().parents[1]  # the platform package's folder
+    assert here in kept and Path(mlpilot.tracking.__file__).resolve().parent in kept
+    assert here.parent not in kept or here.parent == Path(sys.prefix)  # not the checkout
