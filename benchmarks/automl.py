@@ -206,6 +206,7 @@ def run_mlpilot(
     study = outcome.get("study") or {}
     extra = {
         "trials": study.get("n_trials"),
+        "trials_by_family": study.get("trials_by_family"),
         "stop_reason": study.get("stop_reason"),
         "unused_share": study.get("unused_share"),
         "ensemble": (study.get("ensemble") or {}).get("members"),

@@ -51,6 +51,10 @@ def test_the_prompt_runs_the_full_search_within_its_budget(budgeted_run: dict) -
     nothing_left = any("nothing was left to try" in n for n in outcome["notes"])
     assert study["unused_share"] <= 0.2 or nothing_left
     assert any("small, fast configuration per family" in n for n in outcome["notes"])
+    # every family of the auto search got its low-cost start: each is counted in the summary
+    by_family = study["trials_by_family"]
+    assert sum(by_family.values()) == study["n_trials"]
+    assert {"lgbm", "catboost"} <= set(by_family), by_family
 
 
 def test_cv_metrics_are_the_chosen_models_own_folds(budgeted_run: dict) -> None:

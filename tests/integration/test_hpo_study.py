@@ -114,6 +114,7 @@ def test_the_study_is_in_the_default_journal_and_in_mongodb(
     assert doc["study"]["name"] == study.study_name
     assert doc["study"]["storage"] == str(home / "optuna" / "journal.log")
     assert doc["study"]["n_trials"] == 30
+    assert doc["study"]["trials_by_family"] == {"linear": 30}
     assert doc["study"]["best_value"] == pytest.approx(study.best_value)
     # every 10th trial is a run event the dashboard can show: trial n of N, best so far
     progress = [e for e in doc["events"] if (e.get("detail") or {}).get("type") == "trial"]

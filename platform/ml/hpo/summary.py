@@ -52,10 +52,21 @@ def study_summary(
         "n_complete": states["COMPLETE"],
         "n_pruned": states["PRUNED"],
         "n_failed": states["FAIL"],
+        "trials_by_family": _by_family(trials, model),
         "budget": budget,
         "early_stopped": stop_reason == "early_stopping",
         "stop_reason": stop_reason,
     }
+
+
+def _by_family(trials: list[Any], model: str) -> dict[str, int]:
+    """Finished trials per family: which families an ``auto`` search actually tried."""
+    counts: dict[str, int] = {}
+    for trial in trials:
+        if trial.state.is_finished():
+            family = str(trial.params.get(FAMILY_PARAM, model))
+            counts[family] = counts.get(family, 0) + 1
+    return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
 
 
 def log_to_parent(logger: Any, summary: dict[str, Any]) -> None:
