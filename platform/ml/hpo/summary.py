@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import warnings
+from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -61,11 +62,9 @@ def study_summary(
 
 def _by_family(trials: list[Any], model: str) -> dict[str, int]:
     """Finished trials per family: which families an ``auto`` search actually tried."""
-    counts: dict[str, int] = {}
-    for trial in trials:
-        if trial.state.is_finished():
-            family = str(trial.params.get(FAMILY_PARAM, model))
-            counts[family] = counts.get(family, 0) + 1
+    counts = Counter(
+        str(t.params.get(FAMILY_PARAM, model)) for t in trials if t.state.is_finished()
+    )
     return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
 
 
