@@ -53,7 +53,9 @@ class WeightedEnsemble(BaseEstimator):
 
     @property
     def classes_(self) -> Any:
-        return getattr(self._fitted()[0], "classes_", None)
+        # a regressor may still carry an empty ``classes_`` (CatBoost's does): not labels
+        classes = getattr(self._fitted()[0], "classes_", None)
+        return None if classes is None or len(classes) == 0 else classes
 
     def _blend(self, X: Any, method: str) -> np.ndarray:
         weights = np.asarray(self.weights, dtype=float)

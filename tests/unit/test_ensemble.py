@@ -68,7 +68,9 @@ def _run(tmp_path: Path, task: str) -> PipelineRun:
     rng = np.random.default_rng(3)
     x = rng.normal(size=300)
     label = np.where(x + rng.normal(0, 0.5, 300) > 0, "yes", "no")
-    frame = pd.DataFrame({"x": x, "z": rng.normal(size=300), "y": label if task else 2 * x})
+    frame = pd.DataFrame(
+        {"x": x, "z": rng.normal(size=300), "y": label if task == "classification" else 2 * x}
+    )
     return loaded_run(tmp_path, frame)
 
 
@@ -87,6 +89,19 @@ def test_the_ensemble_is_a_model_like_any_other(tmp_path: Path) -> None:
     np.testing.assert_allclose(again.predict_proba(X_test), expected)
     refit = WeightedEnsemble(members, [1, 3]).fit(X, y)  # scikit-learn's fit refits clones
     np.testing.assert_allclose(refit.predict_proba(X_test), expected)
+
+
+def test_a_regression_blend_with_catboost_first_predicts_values(tmp_path: Path) -> None:
+    """CatBoost's regressor carries an empty ``classes_``: the blend read it as labels and
+    asked its members for probabilities (ISLR/Auto, seed 43 of the AutoML benchmark)."""
+    run = _run(tmp_path, "regression")
+    X, y = run.data.train()
+    members = [run.build_pipeline(f).fit(X, y) for f in ("catboost", "linear")]
+    model = WeightedEnsemble(members, [0.5, 0.5])
+    X_test, _ = run.data.test()
+    expected = 0.5 * members[0].predict(X_test) + 0.5 * members[1].predict(X_test)
+    assert model.classes_ is None
+    np.testing.assert_allclose(model.predict(X_test), expected)
 
 
 def _search(run: PipelineRun, oof: dict[int, np.ndarray], values: dict[int, float]) -> SearchOutput:
