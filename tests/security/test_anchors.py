@@ -195,6 +195,15 @@ def _env(home: Path, **extra: str) -> dict[str, str]:
     return local_env(home, **extra)
 
 
+@pytest.fixture(scope="module")
+def linkable(lab: Path) -> dict[str, Any]:
+    """One more run whose files the link tests swap: its model (one test), its script
+    (the other): each test plants its link in a different file."""
+    home = lab / "home-link"
+    outcome = _run(lab, home, _plan(lab, {"tool": "train_model", "args": {"model": "linear"}}))
+    return {"home": home, "outcome": outcome}
+
+
 # -- model digests ------------------------------------------------------------------------
 @needs_root
 def test_a_pipeline_cannot_reach_another_homes_anchors(attacked: dict[str, Any]) -> None:
@@ -259,12 +268,13 @@ def test_digests_only_in_tags_are_not_trusted(lab: Path) -> None:
 
 
 @needs_root
-def test_a_link_planted_in_the_artifact_store_is_not_followed(lab: Path) -> None:
+def test_a_link_planted_in_the_artifact_store_is_not_followed(
+    lab: Path, linkable: dict[str, Any]
+) -> None:
     """A model file swapped for a link to a root-only file: mlpilot (root) copies the
     model without following it, so the file is missing, the load refused, and nothing
     of the link's target lands where a pipeline could read it."""
-    home = lab / "home-link"
-    outcome = _run(lab, home, _plan(lab, {"tool": "train_model", "args": {"model": "linear"}}))
+    home, outcome = linkable["home"], linkable["outcome"]
     model_id = outcome["model_uri"].removeprefix("models:/")
     (pkl,) = [p for p in (home / "artifacts").rglob("model.pkl") if model_id in str(p)]
     pkl.unlink()
@@ -320,10 +330,11 @@ def test_a_copy_elsewhere_warns_and_runs(
     assert len(warnings) == 1 and "digest was not checked" in warnings[0], done.stderr[-2000:]
 
 
-def test_a_script_linked_out_of_its_folder_is_refused(lab: Path, tmp_path: Path) -> None:
+def test_a_script_linked_out_of_its_folder_is_refused(
+    lab: Path, linkable: dict[str, Any], tmp_path: Path
+) -> None:
     """A ``pipeline.py`` swapped for a link: the check reads no link, and refuses."""
-    other = lab / "home-linked"
-    outcome = _run(lab, other, _plan(lab, {"tool": "train_model", "args": {"model": "linear"}}))
+    other, outcome = linkable["home"], linkable["outcome"]
     script = Path(outcome["run_dir"]) / "pipeline.py"
     elsewhere = tmp_path / "evil.py"
     elsewhere.write_text(script.read_text())

@@ -64,7 +64,7 @@ BROKEN = {
 }
 
 
-def _run(folder: Path, name: str, content: bytes) -> tuple[int, dict, str, Path, float]:
+def _run(folder: Path, name: str, content: bytes, home: Path) -> tuple[int, dict, str, float]:
     """Load the file and fit a linear model (what reading it needs, and no more)."""
     import time
 
@@ -76,27 +76,35 @@ def _run(folder: Path, name: str, content: bytes) -> tuple[int, dict, str, Path,
         {"tool": "train_model", "args": {"model": "linear"}},
     ]
     plan.write_text(json.dumps({"steps": steps}))
-    home = folder / "home"
     started = time.monotonic()
     done = run_cli(
         "run", "predict y", "--plan", str(plan), "--data", str(data), "--engine", "cpu", "--json",
         env=local_env(home), cwd=folder,
     )  # fmt: skip
     outcome = json.loads(done.stdout) if done.stdout.strip().startswith("{") else {}
-    return done.returncode, outcome, done.stderr, home, time.monotonic() - started
+    return done.returncode, outcome, done.stderr, time.monotonic() - started
 
 
 @pytest.fixture(scope="module")
-def outcomes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Any, ...]]:
-    """Every file through ``mlpilot run``, two at a time (each run is mostly one core)."""
+def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One home for every file: as a user's many runs share theirs."""
+    return tmp_path_factory.mktemp("bad-inputs-home") / "home"
+
+
+@pytest.fixture(scope="module")
+def outcomes(tmp_path_factory: pytest.TempPathFactory, home: Path) -> dict[str, tuple[Any, ...]]:
+    """Every file through ``mlpilot run`` in one home: the first alone (it makes the home),
+    then two at a time (each run is mostly one core)."""
     base = tmp_path_factory.mktemp("bad-inputs")
     files = {**READ_AFTER_ALL, **{name: content for name, (content, _) in BROKEN.items()}}
+    first, *rest = files
+    done = {first: _run(base / first.replace(".", "-"), first, files[first], home)}
     with ThreadPoolExecutor(2) as pool:
         futures = {
-            name: pool.submit(_run, base / name.replace(".", "-"), name, content)
-            for name, content in files.items()
+            name: pool.submit(_run, base / name.replace(".", "-"), name, files[name], home)
+            for name in rest
         }
-        return {name: future.result() for name, future in futures.items()}
+        return {**done, **{name: future.result() for name, future in futures.items()}}
 
 
 @pytest.mark.parametrize("name", READ_AFTER_ALL)
@@ -106,8 +114,10 @@ def test_files_that_read_after_all(name: str, outcomes: dict) -> None:
 
 
 @pytest.mark.parametrize("name", BROKEN)
-def test_broken_files_fail_in_one_line_and_are_recorded(name: str, outcomes: dict) -> None:
-    code, outcome, err, home, _ = outcomes[name]
+def test_broken_files_fail_in_one_line_and_are_recorded(
+    name: str, outcomes: dict, home: Path
+) -> None:
+    code, outcome, err, _ = outcomes[name]
     says = BROKEN[name][1]
     assert code == 1 and outcome["status"] == "FAILED" and outcome["run_id"]
     assert says in outcome["error"]["message"] and "Traceback" not in err
@@ -124,9 +134,9 @@ def test_broken_files_fail_in_one_line_and_are_recorded(name: str, outcomes: dic
     assert doc["status"] == "FAILED" and says in doc["error"]["message"]
 
 
-def test_a_million_columns_are_refused_in_seconds(outcomes: dict) -> None:
+def test_a_million_columns_are_refused_in_seconds(outcomes: dict, home: Path) -> None:
     """Planning a 10⁶-column file took 4 minutes and wrote a 78 MB document."""
-    *_, home, seconds = outcomes["million.csv"]
+    *_, seconds = outcomes["million.csv"]
     assert seconds < 120  # start-up, the header's count and the FAILED record, on a busy box
     from mlpilot.platform.config import Settings
     from mlpilot.tracking.metadata import connect
@@ -136,12 +146,12 @@ def test_a_million_columns_are_refused_in_seconds(outcomes: dict) -> None:
     assert len(json.dumps(doc, default=str)) < 20_000
 
 
-def test_a_wide_table_keeps_the_run_document_small(outcomes: dict) -> None:
+def test_a_wide_table_keeps_the_run_document_small(outcomes: dict, home: Path) -> None:
     """1,500 columns are profiled; the run document lists 1,000 of them (the artifact all)."""
     from mlpilot.platform.config import Settings
     from mlpilot.tracking.metadata import SCHEMA_DOC_COLUMNS, connect
 
-    _, outcome, _, home, _ = outcomes["wide1500.csv"]
+    _, outcome, _, _ = outcomes["wide1500.csv"]
     doc = connect(Settings.from_env({"MLPILOT_HOME": str(home)})).get_run(outcome["run_id"])
     dataset = doc["dataset"]
     assert dataset["cols"] == 1501 and len(dataset["schema"]) == SCHEMA_DOC_COLUMNS == 1000

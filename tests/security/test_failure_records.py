@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import MLPILOT, local_env, run_cli
+from helpers import MLPILOT, invoke_cli, local_env, run_cli
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 CSV = "a,b,y\n" + "".join(f"{i},{i * 2 + i % 3},{i % 2}\n" for i in range(60))
@@ -207,7 +207,7 @@ def test_a_kill_while_recording_is_repaired_from_the_pipelines_result(
         elsewhere = tmp_path / "elsewhere.json"
         (folder / "result.json").replace(elsewhere)
         (folder / "result.json").symlink_to(elsewhere)
-    done = run_cli("doctor", "--repair", env=local_env(home))
+    done = invoke_cli("doctor", "--repair", env=local_env(home))
     assert "Traceback" not in done.stderr, done.stderr[-3000:]
     status, repaired = _stores(home, run_id)
     client = MlflowClient(f"sqlite:///{home / 'mlflow.db'}")
@@ -253,20 +253,22 @@ def trained(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
 def test_a_refused_alias_registers_nothing(alias: str, trained: tuple[Path, str]) -> None:
     home, run_id = trained
     env = local_env(home)
-    done = run_cli("models", "register", run_id, "--name", "m", "--alias", alias, env=env)
+    done = invoke_cli("models", "register", run_id, "--name", "m", "--alias", alias, env=env)
     assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr[-3000:]
     lines = _error_lines(done.stderr)
     assert len(lines) == 1 and f"alias {alias!r} is refused" in lines[0]
-    listed = run_cli("models", "list", "--json", env=env)
+    listed = invoke_cli("models", "list", "--json", env=env)
     assert "m" not in {m["name"] for m in json.loads(listed.stdout)}  # nor any version
-    promoted = run_cli("models", "promote", "m", "1", "--alias", alias, env=env)
+    promoted = invoke_cli("models", "promote", "m", "1", "--alias", alias, env=env)
     assert promoted.returncode == 1 and "is refused" in promoted.stderr
 
 
 def test_a_good_alias_still_registers(trained: tuple[Path, str]) -> None:
     home, run_id = trained
     env = local_env(home)
-    done = run_cli("models", "register", run_id, "--name", "ok", "--alias", "champion", env=env)
+    done = invoke_cli("models", "register", run_id, "--name", "ok", "--alias", "champion", env=env)
     assert done.returncode == 0, done.stderr[-3000:]
-    listed = {m["name"]: m for m in json.loads(run_cli("models", "list", "--json", env=env).stdout)}
+    listed = {
+        m["name"]: m for m in json.loads(invoke_cli("models", "list", "--json", env=env).stdout)
+    }
     assert listed["ok"]["aliases"] == {"champion": "1"}

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import MLPILOT, invoke_cli, run_cli
+from helpers import MLPILOT, invoke_cli
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 LONG = "tune a random forest for 400 trials to predict sales"
@@ -104,7 +104,7 @@ def test_cancel_from_another_terminal(home: Path, sales_csv: Path) -> None:
     running = Running(sales_csv, home)
     running.wait_for("● RUNNING")
     run_id = last_run(home)["run_id"]
-    done = run_cli("runs", "cancel", run_id[:8], env={"MLPILOT_HOME": str(home)})
+    done = invoke_cli("runs", "cancel", run_id[:8], env={"MLPILOT_HOME": str(home)})
     assert done.returncode == 0, done.stdout + done.stderr
     assert "CANCELLED" in done.stdout
     assert running.proc.wait(timeout=60) == 130
@@ -120,7 +120,7 @@ def test_a_run_whose_owner_died_is_ended_by_cancel_and_by_repair(
     running.proc.kill()  # SIGKILL: nothing of mlpilot runs; its pipeline dies with it
     running.proc.wait(timeout=30)
     assert last_run(home)["status"] == "RUNNING"
-    done = run_cli("doctor", "--repair", env={"MLPILOT_HOME": str(home)})
+    done = invoke_cli("doctor", "--repair", env={"MLPILOT_HOME": str(home)})
     run = last_run(home)
     assert run["status"] == "FAILED", done.stdout + done.stderr
     assert mlflow_status(home, run_id) == "FAILED"

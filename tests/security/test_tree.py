@@ -257,7 +257,7 @@ FILL = """
                 time.sleep(0.03)
     except OSError as exc:
         print("refused", exc.errno, written, flush=True)
-    time.sleep(10)  # the parent's next look finds it over the cap
+    time.sleep({linger})  # the parent's next look finds it over the cap
     print("FINISHED", written)
 """
 
@@ -269,7 +269,7 @@ FILL = """
 )
 def test_the_disk_cap_counts_writes_outside_the_run_folder(tmp_path: Path, target: str) -> None:
     home = tmp_path / "home"
-    leg, out = run(tmp_path, FILL.format(target=target), MLPILOT_MAX_RUN_DISK_MB="50")
+    leg, out = run(tmp_path, FILL.format(target=target, linger=10), MLPILOT_MAX_RUN_DISK_MB="50")
     assert leg.child.disk_exceeded and not leg.ok and "FINISHED" not in out, out
     assert "MLPILOT_MAX_RUN_DISK_MB" in leg.failure()["message"]
     assert not (home / "fill.bin").exists()
@@ -278,7 +278,8 @@ def test_the_disk_cap_counts_writes_outside_the_run_folder(tmp_path: Path, targe
 @needs_root
 def test_the_home_takes_no_write_at_all(tmp_path: Path) -> None:
     """$MLPILOT_HOME is the parent's: the first write is refused, nothing lands there."""
-    _leg, out = run(tmp_path, FILL.format(target="$MLPILOT_HOME/fill.bin"))
+    # refused at once: there is no cap to wait for
+    _leg, out = run(tmp_path, FILL.format(target="$MLPILOT_HOME/fill.bin", linger=0))
     assert "refused" in out and " 0\n" in out.split("FINISHED")[0], out
     assert not (tmp_path / "home" / "fill.bin").exists()
 
