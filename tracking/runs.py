@@ -255,7 +255,8 @@ def _merge(
             if isinstance(e, dict)
         ],
         "model": doc.get("model"),
-        "study": doc.get("study"),
+        "study": doc.get("study")
+        or ({"name": tags[vocab.TAG_OPTUNA_STUDY]} if vocab.TAG_OPTUNA_STUDY in tags else None),
         "error": doc.get("error")
         or ({"message": tags[vocab.TAG_ERROR]} if vocab.TAG_ERROR in tags else None),
         "notes": doc.get("notes") or [],

@@ -154,6 +154,7 @@ def _choose_engine(request: RunRequest, plan: Plan, settings: Settings) -> Engin
 
 
 def _render(plan: Plan, planned: Planned, prompt: str) -> str:
+    """The script, logging a hand re-run to the run's own experiment."""
     from mlpilot.platform.codegen import render_pipeline
     from mlpilot.tracking.mlflow_store import mlpilot_version
 
@@ -163,4 +164,5 @@ def _render(plan: Plan, planned: Planned, prompt: str) -> str:
         data_path=planned.profile.path if planned.profile else None,
         prompt=prompt,
         version=mlpilot_version(),
+        experiment=planned.experiment,
     )

@@ -7,6 +7,7 @@ MLflow; ``finish`` writes the terminal state to both, so a run is never left RUN
 from __future__ import annotations
 
 import logging
+import re
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,8 @@ ERROR_TAG_CHARS = 500
 #: pipeline events worth an entry in the run document (every tenth trial, not each one)
 _RECORDED_EVENTS = ("stage_end", "pipeline_failed")
 _TRIAL_EVERY = 10
+#: what ``default_study_name`` and ``--study`` give: target, model, run id or stamp
+_STUDY_NAME = re.compile(r"[\w.:-]{1,200}")
 
 
 class TrackedRun:
@@ -54,6 +57,9 @@ class TrackedRun:
 
     def on_event(self, event: PipelineEvent) -> None:
         """A pipeline event: shown as progress, and kept on the run when it marks a step."""
+        if event.type == "study":
+            self._study_started(event)
+            return
         self.progress.event(event)
         if event.type in _RECORDED_EVENTS or (
             event.type == "trial" and int(event.number or 0) % _TRIAL_EVERY == _TRIAL_EVERY - 1
@@ -63,6 +69,23 @@ class TrackedRun:
             self.store.update_run(
                 self.run_id, {}, [new_event(RunState.RUNNING.value, message, detail=detail)]
             )
+
+    def _study_started(self, event: PipelineEvent) -> None:
+        """The search's study, on the run from its start (``runs show``, ``worker --study``).
+
+        The name is the pipeline's word, so it is shown only when it reads as a study name;
+        the recipe a worker later runs is checked by the worker itself."""
+        name = event.message or ""
+        if not _STUDY_NAME.fullmatch(name):
+            logger.warning("ignored a study event with an unexpected name: %r", name[:80])
+            return
+        self.progress.event(event)
+        self.store.update_run(
+            self.run_id,
+            {"study": {"name": name}},
+            [new_event(RunState.RUNNING.value, f"study {name}")],
+        )
+        self.tracker.set_tags({vocab.TAG_OPTUNA_STUDY: name})
 
     def finish(self, final: RunState) -> None:
         """The terminal state, with the outcome's error if any, in both stores."""

@@ -53,6 +53,9 @@ class ConsoleProgress:
             self.out.print(f"    {_escape(event.message or '')}")
         elif kind == "trial":
             self._trial(event)
+        elif kind == "study":
+            name = _escape(event.message or "")
+            self.out.print(f"    study {name} (more workers: mlpilot worker --study {name})")
         elif kind == "pipeline_failed":
             self._stop_bar()
             self.out.print(f"  [red]✗ {_escape(event.message or '')}[/red]")

@@ -93,29 +93,64 @@ def list_runs(
     if not rows:
         console().print("no runs yet", markup=False)
         return
+    console().print(_runs_table(rows, console().width))
+
+
+#: (column, the narrowest console that shows it): at 80 columns the id, time, status, metric,
+#: duration and the start of the prompt; experiment, template and engine join as room allows
+_LIST_COLUMNS = (
+    ("run", 0),
+    ("created", 0),
+    ("experiment", 120),
+    ("status", 0),
+    ("template", 100),
+    ("engine", 140),
+    ("metric", 0),
+    ("time", 0),
+    ("prompt", 0),
+)
+
+
+def _runs_table(rows: list[dict[str, Any]], width: int) -> Any:
+    """The runs as a table that fits ``width``: whole cells, one line per run."""
+    from rich import box
     from rich.table import Table
 
-    table = Table(
-        "run", "created", "experiment", "status", "template", "engine", "metric", "time", "prompt"
+    shown = [name for name, narrowest in _LIST_COLUMNS if width >= narrowest]
+    cells = [_list_cells(r) for r in rows]
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
+    widths = {n: max([len(n)] + [len(str(c[n])) for c in cells]) for n in shown}
+    for name in ("experiment", "template"):
+        widths[name] = min(widths.get(name, 0), 16)
+    # the prompt is the one cell that gives way: what is left of the line, cut with an ellipsis
+    widths["prompt"] = max(12, width - sum(widths[n] + 3 for n in shown if n != "prompt") - 3)
+    for name in shown:
+        table.add_column(
+            name, no_wrap=True, overflow="ellipsis", min_width=widths[name], max_width=widths[name]
+        )
+    for c in cells:
+        table.add_row(*[c[name] for name in shown])
+    return table
+
+
+def _list_cells(r: dict[str, Any]) -> dict[str, Any]:
+    metric = (
+        f"{r['main_metric']}={_number(r['value'])}"
+        if r["main_metric"] and r["value"] is not None
+        else ""
     )
-    for r in rows:
-        metric = (
-            f"{r['main_metric']}={_number(r['value'])}"
-            if r["main_metric"] and r["value"] is not None
-            else ""
-        )
-        table.add_row(
-            r["run_id"][:12],
-            (r["created_at"] or "")[:19].replace("T", " "),
-            _text(r["experiment"]),
-            _status(r["status"]),
-            _text(r["template"]),
-            _text(r["engine"]),
-            metric,
-            f"{r['duration_s']:.1f} s" if r["duration_s"] is not None else "",
-            _text((r["prompt"] or "")[:60]),
-        )
-    console().print(table)
+    created = (r["created_at"] or "")[:19].replace("T", " ")
+    return {
+        "run": r["run_id"][:8],
+        "created": created[5:16],  # MM-DD HH:MM: the year and seconds rarely tell runs apart
+        "experiment": _text(r["experiment"]),
+        "status": _status(r["status"]),
+        "template": _text(r["template"]),
+        "engine": _text(r["engine"]),
+        "metric": metric,
+        "time": f"{r['duration_s']:.1f} s" if r["duration_s"] is not None else "",
+        "prompt": _text(" ".join((r["prompt"] or "").split())),
+    }
 
 
 @app.command("show")
@@ -135,6 +170,13 @@ def show(
     for warning in info["warnings"]:
         _warn(warning)
     _print_run(info)
+
+
+def _study(study: Any) -> str | None:
+    if not isinstance(study, dict) or not study.get("name"):
+        return None
+    trials = study.get("n_trials")
+    return f"{study['name']}" + (f" ({trials} trials)" if trials is not None else "")
 
 
 def _print_run(info: dict[str, Any]) -> None:
@@ -160,6 +202,7 @@ def _print_run(info: dict[str, Any]) -> None:
         ("run dir", info["run_dir"]),
         ("artifacts", info["artifact_uri"]),
         ("model", (info.get("model") or {}).get("uri")),
+        ("study", _study(info.get("study"))),
         ("session", info["session_id"]),
     ]
     dataset = info.get("dataset") or {}

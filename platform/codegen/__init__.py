@@ -103,8 +103,9 @@ def render_pipeline(
     prompt: str = "",
     seed: int = DEFAULT_SEED,
     version: str = "",
+    experiment: str | None = None,
 ) -> str:
-    """Render ``pipeline.py`` for a validated plan."""
+    """Render ``pipeline.py`` for a validated plan (``experiment``: where a re-run logs)."""
     imports: dict[str, list[str]] = {}
     aliases: dict[str, str] = {}
     calls = []
@@ -143,6 +144,7 @@ def render_pipeline(
             prompt=prompt,
             data=data_path,
             seed=seed,
+            experiment=experiment,
             plan=plan.to_dict(),
             runtime=runtime,
         )

@@ -147,6 +147,9 @@ class StorageProxy:
     def __init__(
         self, storage_url: str, policy: StudyPolicy, *, opener: Callable[[str], Any] = open_storage
     ) -> None:
+        from mlpilot.platform.ml.hpo.session import quiet_optuna
+
+        quiet_optuna()  # Optuna's "A new study created" lines would cut into the run's progress
         self.storage_url, self.policy = storage_url, policy
         self._opener = opener
         self._storage: Any = None

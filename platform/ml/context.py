@@ -162,6 +162,8 @@ class PipelineRun:
         self.result = PipelineResult(status="", engine=engine, seed=seed)
         self.n_jobs = -1  # threads for estimators: settled by the data's size (steps)
         self.exit_code = 0
+        #: shown each event as it is written: a script run by hand, with no parent to show them
+        self.echo: Callable[[PipelineEvent], None] | None = None
         self.current_stage: str | None = None
         self.failed_stage: str | None = None
         self._finishers: list[Finisher] = []
@@ -258,6 +260,8 @@ class PipelineRun:
         record = PipelineEvent(type=kind, at=_now(), **fields)
         with (self.run_dir / protocol.EVENTS_FILE).open("a", encoding="utf-8") as fh:
             fh.write(record.to_json() + "\n")
+        if self.echo is not None:
+            self.echo(record)
 
     def note(self, message: str) -> None:
         self.notes.append(message)

@@ -43,7 +43,9 @@ def parse_args(argv: list[str] | None, default_data: str | None) -> argparse.Nam
         default=os.environ.get(protocol.ENV_NO_TRACK) == "1",
         help="log nothing to MLflow",
     )
-    parser.add_argument("--experiment", default=None, help="MLflow experiment for a standalone run")
+    parser.add_argument(
+        "--experiment", default=None, help="MLflow experiment (default: the request's)"
+    )
     parser.add_argument(
         "--run-dir",
         default=os.environ.get(protocol.ENV_RUN_DIR),
@@ -69,8 +71,12 @@ def open_pipeline(
     seed: int,
     default_data: str | None,
     runtime: dict[str, dict[str, str]] | None = None,
+    experiment: str | None = None,
 ) -> PipelineRun:
-    """The run of a generated script, from its command line and environment."""
+    """The run of a generated script, from its command line and environment.
+
+    ``experiment`` is where the request ran: a hand re-run logs beside it (``--experiment``
+    overrides it), and shows its progress on stderr, as mlpilot would have."""
     from mlpilot.platform.config.logs import configure_logging
 
     configure_logging()
@@ -88,8 +94,10 @@ def open_pipeline(
     else:
         # standalone: MLflow opens when training starts (see DeferredRunLogger), or when
         # first needed
-        pending = DeferredRunLogger(functools.partial(_open_logger, args, plan))
-    return PipelineRun(
+        pending = DeferredRunLogger(
+            functools.partial(_open_logger, args.experiment or experiment, plan)
+        )
+    run = PipelineRun(
         plan=plan,
         seed=args.seed if args.seed is not None else seed,
         data_path=args.data,
@@ -103,6 +111,52 @@ def open_pipeline(
         started_at=_env_time(protocol.ENV_RUN_STARTED_AT),
         prefer=os.environ.get(protocol.ENV_PREFER) or engine,
     )
+    if not os.environ.get(protocol.ENV_LAUNCHED_AT):  # by hand: no parent shows the events
+        run.echo = functools.partial(_echo, run)
+    return run
+
+
+def _echo(run: PipelineRun, event: Any) -> None:
+    line = _describe(run, event)
+    if line:
+        with contextlib.suppress(OSError, ValueError):  # a closed pipe must not fail the run
+            print(line, file=sys.stderr, flush=True)
+
+
+def _describe(run: PipelineRun, event: Any) -> str | None:
+    """One line of progress for a pipeline run by hand (None: nothing worth a line)."""
+    kind = event.type
+    if kind == "stage_start":
+        return f"… {event.stage}"
+    if kind == "stage_end":
+        return f"✓ {event.stage} ({event.seconds or 0:.2f} s)"
+    if kind in ("note", "progress") and event.message:
+        return f"    {event.message}"
+    if kind == "study":
+        return f"    study {event.message}"
+    if kind == "trial" and event.n and (event.n == event.total or event.n % 10 == 0):
+        best = f", best {event.metric or ''} {event.best:.5g}" if event.best is not None else ""
+        return f"    trial {event.n}/{event.total or '?'}{best}"
+    if kind == "pipeline_end":
+        return _summary(run, event.seconds)
+    return None
+
+
+def _summary(run: PipelineRun, seconds: float | None) -> str:
+    scores = [
+        f"{k} {v:.5g}"
+        for k, v in sorted(run.metrics.items())
+        if k.startswith(("test_", "cv_")) and not k.endswith("_std")
+    ][:6]
+    lines = [f"done in {seconds or 0:.1f} s" + (": " + ", ".join(scores) if scores else "")]
+    try:
+        run_id = run.logger.run_id
+    except Exception as exc:  # MLflow was never opened (--no-track): nothing to point at
+        logger.debug("no MLflow run to name: %s", exc)
+        run_id = None
+    if run_id:
+        lines.append(f"MLflow run {run_id}")
+    return "\n".join(lines)
 
 
 def check_own_script() -> None:
@@ -154,7 +208,7 @@ def exit_process(code: int) -> NoReturn:
     os._exit(code)
 
 
-def _open_logger(args: argparse.Namespace, plan: dict[str, Any]) -> tuple[Any, bool]:
+def _open_logger(experiment: str | None, plan: dict[str, Any]) -> tuple[Any, bool]:
     """The MLflow logger of this pipeline, and whether this process created its run."""
     from mlpilot.platform.config import get_settings
     from mlpilot.tracking.mlflow_store import ensure_experiment, make_client, mlpilot_version
@@ -166,7 +220,7 @@ def _open_logger(args: argparse.Namespace, plan: dict[str, Any]) -> tuple[Any, b
     if run_id:
         return MlflowRunLogger(client, run_id), False
     experiment_id = ensure_experiment(
-        client, args.experiment or settings.experiment, settings.artifact_root
+        client, experiment or settings.experiment, settings.artifact_root
     )
     run = client.create_run(
         experiment_id,

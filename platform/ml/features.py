@@ -141,6 +141,16 @@ def _missingness_informative(col: pd.Series, y: pd.Series, task: str) -> bool:
     return bool(diff > 0.05)
 
 
+def _date_action(values: pd.Series, plan: FeaturePlan) -> str:
+    """What a date column becomes, as ``DatetimeFeatures`` will make it (the hour if any)."""
+    if not plan.datetime:
+        return "days since 1970"
+    from mlpilot.platform.ml.transformers import has_time_of_day
+
+    hour = ", hour" if has_time_of_day(values) else ""
+    return f"year, month, day, day of week, quarter, weekend{hour}"
+
+
 def plan_features(
     X: pd.DataFrame,
     y: pd.Series,
@@ -167,12 +177,7 @@ def plan_features(
             continue
         if spec.kind == "datetime":
             plan.dates.append(spec.name)
-            how = (
-                "year, month, day, day of week, quarter, weekend"
-                if plan.datetime
-                else "days since 1970"
-            )
-            plan.decisions.append({"column": spec.name, "action": how})
+            plan.decisions.append({"column": spec.name, "action": _date_action(X[spec.name], plan)})
         elif spec.kind == "categorical":
             unique = int(X[spec.name].nunique())
             if unique <= NATIVE_MAX_CATEGORIES:

@@ -82,6 +82,7 @@ EVENT_TYPES = (
     "progress",
     "note",
     "trial",
+    "study",  # message: the name of the Optuna study a search just created or joined
     "pipeline_failed",
     "pipeline_end",
 )

@@ -74,15 +74,18 @@ def _coerce_typed(series: pd.Series, spec: ColumnSpec) -> pd.Series:
     return coerce_column(series, spec)
 
 
+def has_time_of_day(values: Any) -> bool:
+    """Whether a date column carries hours (one of its values is not at midnight)."""
+    return bool((pd.to_datetime(values).dt.hour.fillna(0) != 0).any())
+
+
 class DatetimeFeatures(TransformerMixin, BaseEstimator):
     """Date columns → year, month, day, day of week, quarter, weekend (and hour when present)."""
 
     def fit(self, X: pd.DataFrame, y: Any = None) -> DatetimeFeatures:
         X = _frame(X)
         self.columns_ = list(X.columns)
-        self.with_hour_ = {
-            c: bool((pd.to_datetime(X[c]).dt.hour.fillna(0) != 0).any()) for c in self.columns_
-        }
+        self.with_hour_ = {c: has_time_of_day(X[c]) for c in self.columns_}
         return self
 
     def transform(self, X: pd.DataFrame) -> np.ndarray:

@@ -101,6 +101,8 @@ def optimize(
         pruner=make_pruner(pruning),
         load_if_exists=True,
     )
+    # named as the search starts: more workers can join a long search while it runs
+    run.event("study", stage=run.current_stage, message=name)
     folds = search_folds(int(run.data.n_train or 0), timeout_s is not None)
     spec_from_run(
         run,

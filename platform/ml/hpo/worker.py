@@ -233,7 +233,7 @@ def _run_here(
     trial_logger = TrialLogger.for_parent(parent, study_name) if parent is not None else None
     try:
         with tempfile.TemporaryDirectory(prefix="mlpilot-worker-") as tmp:
-            emit = (lambda fields: on_event({"type": "trial", **fields})) if on_event else None
+            emit = _trial_events(on_event) if on_event else None
             session = trial_loop(
                 study_name, backend, storage_url, spec, Path(tmp), data_path, engine,
                 budget=budget, n_trials=n_trials, timeout_s=timeout_s, logger=trial_logger,
@@ -243,6 +243,20 @@ def _run_here(
         if trial_logger is not None:
             trial_logger.close()
     report.ran, report.reaped, report.stop_reason = session.ran, session.reaped, session.stop_reason
+
+
+def _trial_events(on_event: Callable[[Any], None]) -> Callable[[dict[str, Any]], None]:
+    """Trial fields as the ``trial`` events every progress display takes (never bare dicts)."""
+    from datetime import datetime, timezone
+
+    from mlpilot.platform.ml.protocol import PipelineEvent
+
+    def emit(fields: dict[str, Any]) -> None:
+        at = datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+        known = {k: v for k, v in fields.items() if k in PipelineEvent.__dataclass_fields__}
+        on_event(PipelineEvent(type="trial", at=at, **known))
+
+    return emit
 
 
 def trial_loop(
@@ -356,17 +370,13 @@ def child_main() -> int:
 
 
 def _child_emit(run_dir: Path) -> Callable[[dict[str, Any]], None]:
-    from mlpilot.platform.ml.protocol import EVENTS_FILE, PipelineEvent
+    from mlpilot.platform.ml.protocol import EVENTS_FILE
 
-    def emit(fields: dict[str, Any]) -> None:
-        from datetime import datetime, timezone
-
-        at = datetime.now(timezone.utc).isoformat(timespec="milliseconds")
-        known = {k: v for k, v in fields.items() if k in PipelineEvent.__dataclass_fields__}
+    def write(event: Any) -> None:
         with (run_dir / EVENTS_FILE).open("a", encoding="utf-8") as fh:
-            fh.write(PipelineEvent(type="trial", at=at, **known).to_json() + "\n")
+            fh.write(event.to_json() + "\n")
 
-    return emit
+    return _trial_events(write)
 
 
 def _finished(study: Any) -> int:
