@@ -41,6 +41,9 @@ class BaseAdapter(abc.ABC):
     #: column-name words that, in this domain, describe what happened after the outcome
     leakage_words: tuple[str, ...] = ()
     classification_metric: str | None = None
+    #: the metric for three or more classes, where a binary metric would be averaged by
+    #: class frequency and no longer see the rare classes (None: ``classification_metric``)
+    multiclass_metric: str | None = None
     regression_metric: str | None = None
 
     def column_evidence(self, columns: Iterable[str]) -> int:
@@ -74,6 +77,16 @@ class BaseAdapter(abc.ABC):
                 )
         return leaks
 
-    def advise(self, columns: list[str], target: str, task: str) -> AdapterAdvice:
-        metric = self.classification_metric if task == "classification" else self.regression_metric
+    def metric_for(self, task: str, n_classes: int | None = None) -> str | None:
+        """The domain's metric for a task (and, for classification, its number of classes)."""
+        if task != "classification":
+            return self.regression_metric
+        if n_classes is not None and n_classes > 2 and self.multiclass_metric:
+            return self.multiclass_metric
+        return self.classification_metric
+
+    def advise(
+        self, columns: list[str], target: str, task: str, n_classes: int | None = None
+    ) -> AdapterAdvice:
+        metric = self.metric_for(task, n_classes)
         return AdapterAdvice(drop=self.leaking_columns(columns, target), metric=metric)

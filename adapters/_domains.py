@@ -106,15 +106,23 @@ class MedicalAdapter(BaseAdapter):
         "autopsy",
     )
     classification_metric = "recall"
+    # weighted recall on three classes equals accuracy; the mean of per-class recalls counts
+    # a missed rare diagnosis as much as a missed common one
+    multiclass_metric = "balanced_accuracy"
     regression_metric = "mae"
 
-    def advise(self, columns: list[str], target: str, task: str) -> AdapterAdvice:
-        base = super().advise(columns, target, task)
-        note = (
-            "medical: recall is the default metric (a missed case costs more than a false alarm)"
-            if task == "classification"
-            else ""
-        )
+    def advise(
+        self, columns: list[str], target: str, task: str, n_classes: int | None = None
+    ) -> AdapterAdvice:
+        base = super().advise(columns, target, task, n_classes)
+        notes = {
+            "recall": "medical: recall is the default metric (a missed case costs more than "
+            "a false alarm)",
+            "balanced_accuracy": f"medical: balanced accuracy (the mean recall of the "
+            f"{n_classes} classes) is the default metric, so a missed rare class counts as "
+            "much as a missed common one",
+        }
+        note = notes.get(base.metric or "", "") if task == "classification" else ""
         return AdapterAdvice(drop=base.drop, metric=base.metric, notes=(note,) if note else ())
 
 

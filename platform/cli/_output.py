@@ -19,6 +19,47 @@ def console(stderr: bool = False) -> Any:
     return Console(stderr=stderr, highlight=False, soft_wrap=True)
 
 
+class _ClosedPipeGuard:
+    """A text stream that goes quiet when its reader goes away (``mlpilot run … | head``):
+    the run still finishes and is recorded, where a BrokenPipeError would have left it
+    RUNNING in both stores."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+        self._closed = False
+
+    def _quiet(self) -> None:
+        import os
+
+        self._closed = True
+        self._stream = open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115 - lives as long as the process
+
+    def write(self, text: str) -> int:
+        if not self._closed:
+            try:
+                return self._stream.write(text)
+            except BrokenPipeError:
+                self._quiet()
+        return len(text)
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            self._quiet()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+def guard_closed_pipes() -> None:
+    """Make stdout and stderr survive a reader that closes early (see ``_ClosedPipeGuard``)."""
+    if not isinstance(sys.stdout, _ClosedPipeGuard):
+        sys.stdout = _ClosedPipeGuard(sys.stdout)
+    if not isinstance(sys.stderr, _ClosedPipeGuard):
+        sys.stderr = _ClosedPipeGuard(sys.stderr)
+
+
 def fail(message: str, code: int = 1) -> None:
     sys.stderr.write(f"error: {message}\n")
     raise typer.Exit(code)

@@ -252,9 +252,11 @@ app.add_typer(datasets.app, name="datasets")
 
 
 def main() -> None:
+    from mlpilot.platform.cli._output import guard_closed_pipes
     from mlpilot.platform.config import interrupts
     from mlpilot.platform.config.logs import configure_logging
 
+    guard_closed_pipes()
     configure_logging()
     interrupts.install()  # SIGINT, SIGTERM, SIGHUP: the run ends CANCELLED in both stores
     if sys.argv[1:2] != ["run"]:

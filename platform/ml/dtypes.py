@@ -59,6 +59,18 @@ _ID_NAME = re.compile(
 )
 #: camelCase identifiers ("customerId", "orderID"), matched case-sensitively
 _CAMEL_ID = re.compile(r"[a-z](Id|ID)$")
+#: column names that say the values are people's names ("patient_name", "surname", "姓名");
+#: a bare "name" may be a car or a product ("chevrolet chevelle malibu"): its values decide
+_PERSON_NAME = re.compile(
+    r"(^|[_\s.\-])((first|last|full|given|family|middle|patient|customer|doctor|physician)"
+    r"[_\s.\-]?name|surname|forename)$|^(姓名|名字|姓氏|患者姓名)$",
+    re.IGNORECASE,
+)
+#: values written as a person's name: "Jane Doe", "O'Brien, Mary", "Dr. John A. Smith"
+_NAME_VALUE = re.compile(r"^(?:[A-Z][a-z]{0,3}\.\s)?[A-Z][\w'\-]+(?:,?\s[A-Z][\w'\-.]*){1,3}$")
+#: a name column this varied is an identifier, not a category (first names repeat: ~30 %
+#: distinct in a thousand rows, while a real category keeps to a few dozen values)
+_NAME_DISTINCT = 0.2
 #: cells that stand for "no value" in otherwise numeric columns
 PLACEHOLDERS = frozenset(
     {
@@ -264,7 +276,23 @@ def _text_kind(name: str, values: pd.Series, unique: int, total: int) -> ColumnS
         )
     if mean_length > 60 and unique > 0.5 * n:
         return ColumnSpec(name, "text", note="long free text: not used as a feature")
+    if _person_names(name, text, unique, n):
+        return ColumnSpec(
+            name, "identifier", note="people's names (an identifier): not used as a feature"
+        )
     return _categorical(name, values)
+
+
+def _person_names(name: str, text: pd.Series, unique: int, n: int) -> bool:
+    """A varied column of people's names, by its name or by how its values are written:
+    names are who a row is about, never why its outcome happened."""
+    if n < 20 or unique < 10:
+        return False
+    if _PERSON_NAME.search(name.strip()):
+        return True
+    if unique < max(30, _NAME_DISTINCT * n):
+        return False  # a few dozen people (directors, doctors) can be a real category
+    return float(text.str.match(_NAME_VALUE).mean()) > 0.9
 
 
 def _numeric_with_placeholders(

@@ -245,3 +245,18 @@ def test_the_column_cap_is_a_setting() -> None:
     assert (
         Settings.from_env({"MLPILOT_HOME": "/tmp/x", "MLPILOT_MAX_COLUMNS": "50"}).max_columns == 50
     )
+
+
+def test_columns_of_peoples_names_are_identifiers_cars_and_a_few_directors_are_not() -> None:
+    rng = np.random.default_rng(2)
+    first = [f"{a}{b}" for a in ("Jo", "Ma", "Li", "Ro", "Sa", "Pe") for b in ("hn", "ry", "sa")]
+    last = ["Smith", "Jones", "Brown", "Garcia", "Miller", "Davis", "Wilson", "Moore"]
+    people = pd.Series([f"{rng.choice(first)} {rng.choice(last)}" for _ in range(500)])
+    assert detect_column("name", people).kind == "identifier"  # by how the values are written
+    few = pd.Series(rng.choice(first, 800))
+    assert detect_column("first_name", few).kind == "identifier"  # by the column's name
+    assert detect_column("姓名", few).kind == "identifier"
+    cars = pd.Series(rng.choice([f"ford model {i}" for i in range(200)], 800))
+    assert detect_column("name", cars).kind == "categorical"
+    directors = pd.Series(rng.choice([f"Dr. {name}" for name in last], 800))
+    assert detect_column("director", directors).kind == "categorical"

@@ -208,3 +208,26 @@ def test_interactions_are_kept_only_when_they_add_signal(tmp_path: Path) -> None
     steps.engineer_features(run, interactions=True, max_interactions=3)
     assert {"a", "b"} in [set(p) for p in run.data.features.interactions]
     assert all("c" not in p for p in run.data.features.interactions)
+
+
+@pytest.mark.parametrize(("freq", "hour"), [("h", True), ("D", False)])
+def test_features_note_names_the_hour_part_only_for_timestamps_with_a_time(
+    tmp_path: Path, freq: str, hour: bool
+) -> None:
+    rng = np.random.default_rng(3)
+    n = 300
+    stamps = pd.date_range("2024-03-01", periods=n, freq=freq)
+    frame = pd.DataFrame(
+        {"timestamp": stamps.strftime("%Y-%m-%d %H:%M:%S"), "load": rng.normal(50, 5, n)}
+    )
+    run = _run(tmp_path, _csv(tmp_path, frame, "load.csv"))
+    steps.load_data(run, path=str(tmp_path / "load.csv"), target="load")
+    steps.engineer_features(run)
+    note = next(d["action"] for d in run.data.features.decisions if d["column"] == "timestamp")
+    assert note.startswith("year, month, day")
+    assert ("hour" in note) is hour
+    from mlpilot.platform.ml.transformers import DatetimeFeatures
+
+    # what the note says is what the model gets
+    names = DatetimeFeatures().fit(run.data.X[["timestamp"]]).get_feature_names_out()
+    assert any("hour" in str(name) for name in names) is hour

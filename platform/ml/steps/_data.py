@@ -253,15 +253,19 @@ def _apply_adapter(run: PipelineRun) -> None:
         return
     from mlpilot.adapters import get_adapter
 
+    classes = run.data.classes
     advice = get_adapter(name).advise(
-        list(run.data.X.columns), run.data.target or "", run.data.task or ""
+        list(run.data.X.columns),
+        run.data.target or "",
+        run.data.task or "",
+        n_classes=len(classes) if classes is not None else None,
     )
     if advice.drop:
         run.data.drop_columns(list(advice.drop))
         run.data.raw_example = run.data.raw_example.drop(columns=list(advice.drop))
         for column, why in advice.drop.items():
             run.note(f"column {column!r} dropped: {why}")
-    binary = run.data.classes is not None and len(run.data.classes) == 2
+    binary = classes is not None and len(classes) == 2
     if advice.metric and (advice.metric != "pr_auc" or binary):
         run.model.main_metric = advice.metric
     run.notes.extend(advice.notes)
