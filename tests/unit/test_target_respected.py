@@ -31,8 +31,12 @@ def test_a_single_letter_names_a_column_after_a_cue_or_in_quotes(
 
 
 def test_the_article_a_is_not_column_a(tmp_path: Path) -> None:
+    # no column named: the label-named column `y`, said loudly, never the article's `a`
+    plan = plan_case(_case("train a model"), tmp_path)
+    assert _target(plan) == "y" and "target guessed" in plan["rationale"]
+    without_label = {k: v for k, v in COLUMNS.items() if k != "y"}
     with pytest.raises(PlanError, match="does not say which column"):
-        plan_case(_case("train a model"), tmp_path)
+        plan_case({"id": "t", "prompt": "train a model", "columns": without_label}, tmp_path)
 
 
 def test_target_flag_with_a_single_letter(tmp_path: Path) -> None:

@@ -180,7 +180,7 @@ FLAG_WORDS = frozenset(
 UNIT_SUFFIXES = frozenset(
     {"mw", "kw", "kwh", "wh", "usd", "eur", "gbp", "cny", "rmb", "km", "kg", "lb", "lbs", "mph"}
     | {"kmh", "cm", "mm", "ft", "sqft", "pct", "c", "f", "sec", "secs", "ms", "min", "mins"}
-    | {"hr", "hrs", "yr", "yrs", "days", "usd", "dollars", "euros"}
+    | {"hr", "hrs", "yr", "yrs", "days", "usd", "dollars", "euros", "g", "mg", "ml", "l", "oz"}
 )
 #: words that join the others in a name and carry no meaning of their own
 JOINERS = frozenset({"of", "the", "a", "an", "per", "on", "in", "to", "and", "by", "for", "at"})
@@ -201,17 +201,19 @@ SYNONYM_GROUPS: tuple[tuple[str, ...], ...] = (
     ("churn", "attrition", "exited", "exit", "leave", "quit", "turnover", "cancel", "resign"),
     ("default", "delinquent", "delinquency", "nonpayment", "bad_loan", "charged_off"),
     ("fraud", "scam"),
-    ("survived", "alive", "survival"),
+    ("survived", "alive", "survival", "survive", "died", "perished"),
     ("converted", "conversion", "signup", "subscribed"),
     ("purchased", "purchase", "buy", "bought"),
     ("clicked", "click"),
     ("sales", "revenue"),
-    ("price", "cost", "charges", "fee", "fare", "expense", "expenses", "premium"),
+    ("price", "cost", "charges", "fee", "fare", "expense", "expenses", "premium", "sell", "worth"),
     ("count", "number", "quantity", "units", "volume"),
     ("salary", "wage", "wages", "earnings", "compensation", "pay"),
     ("demand", "load", "consumption", "usage"),
     ("spam", "junk"),
     ("rain", "rainfall", "precipitation"),
+    ("weight", "mass", "heavy", "heaviness", "weigh", "weighs"),
+    ("height", "tall", "tallness"),
     ("delayed", "late", "delay"),
     ("readmitted", "readmission"),
     ("diagnosis", "disease", "diagnosed"),
@@ -270,6 +272,25 @@ CONCEPTS: dict[str, tuple[str, ...]] = {
     "成绩": ("grade", "score"),
     "满意度": ("satisfaction",),
     "品种": ("species", "variety"),
+    "种类": ("species", "type", "kind", "category", "variety"),
+    "物种": ("species",),
+    "类型": ("type", "category", "kind"),
+    "性别": ("sex", "gender"),
+    "价钱": ("price", "cost"),
+    "房租": ("rent", "price"),
+    "人数": ("count", "visitors", "customers"),
+    "销售量": ("sales", "units_sold", "quantity"),
+    "离开": ("left", "exited", "churn", "attrition"),
+    "退订": ("churn", "churned", "cancelled", "unsubscribed"),
+    "结果": ("outcome", "result", "target", "label"),
+    "等级": ("grade", "class", "level", "rating"),
+    "评级": ("rating", "grade"),
+    "风险": ("risk",),
+    "得分": ("score",),
+    "身体质量指数": ("bmi",),
+    "血糖": ("glucose",),
+    "车价": ("price", "selling_price"),
+    "油耗": ("mpg", "fuel_consumption"),
     "类别": ("class", "category", "label"),
     "标签": ("label", "target", "class"),
     "质量": ("quality",),

@@ -175,6 +175,11 @@ def _re(pattern: str) -> re.Pattern[str]:
     return re.compile(pattern)
 
 
+#: words for a result of a run, in questions about the runs
+_RESULT_WORDS = (
+    r"accuracy|auc|roc[ _-]?auc|pr[ _-]?auc|f1|precision|recall|rmse|mae|r2|r squared|log ?loss"
+    r"|score|result|metric|model|run|one"
+)
 INTENTS: dict[str, re.Pattern[str]] = {
     "tune": _re(
         rf"{_W}(tun(e|es|ed|ing)|optimiz(e|es|ed|ing|ation)|hyper[ -]?param\w*|hpo|sweep|auto ?ml|grid[ -]search|random search|bayesian|search(ing)? (for |over )?(the )?(best )?(hyper|param|config|setting|model)"
@@ -243,6 +248,13 @@ INTENTS: dict[str, re.Pattern[str]] = {
         r"|最好的模型|最佳模型|最优模型|最好的运行|哪个(模型|运行|实验).*(最高|最低|最好|最佳|最优|最大|最小)|最(高|低|好|佳|优)的(模型|运行)"
         r"|(最高|最低|最好|最佳|最优|最大|最小).{0,6}(哪个|模型|运行)"
         rf"|{_W}(best|highest|lowest|top)\b.{{0,30}}\b(so far|yet|to date|ever){_E}|{_W}(the )?best (one|result|score)s?{_E}"
+        # a question about results already had: which one scored best / had the lowest rmse /
+        # won; a bare superlative and a metric ("top accuracy?")
+        rf"|{_W}(which|what|who)\b((?!feature|factor|driver|variable|column|predictor|input)[\w\s'-]){{0,40}}\b(best|highest|lowest|top|won|wins|winner|leads?){_E}(?![\w\s]{{0,12}}(feature|factor|driver|variable|column|predictor|input))"
+        rf"|^\W*(show( me)? )?(the )?(best|top|highest|lowest|winning)( \w+)? ({_RESULT_WORDS})s?\W*$"
+        rf"|{_W}(winner|winning (run|model|one)) (by|on|for) "
+        r"|哪(次|个|一个|一次|组)?.{0,10}(最高|最低|最好|最佳|最优)|最(好|高|佳|优)的(结果|成绩|效果|分数|得分|准确率)"
+        r"|谁.{0,6}(最好|最高|最佳)|(目前|到目前为止|迄今|至今).{0,8}(最好|最高|最佳|最优)"
     ),
     "compare_runs": _re(
         rf"{_W}compare\b.*\bruns?{_E}|{_W}runs?\b.*\b(side by side|compare|comparison|diff|vs\.?|versus)|{_W}diff\b.*\bruns?{_E}"

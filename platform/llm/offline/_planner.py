@@ -13,7 +13,7 @@ from mlpilot.platform.errors import PlanError
 from mlpilot.platform.llm._base import Planner, PlanningRequest, PlanResult
 from mlpilot.platform.llm.offline import _lexicon as lex
 from mlpilot.platform.llm.offline import _numbers as num
-from mlpilot.platform.llm.offline._target import find_mentions, resolve_target
+from mlpilot.platform.llm.offline._target import find_mentions, label_column, resolve_target
 from mlpilot.platform.llm.offline._text import correct_typos, normalize
 from mlpilot.platform.ml import families
 from mlpilot.platform.plan import Plan, Step, validate_plan
@@ -408,12 +408,24 @@ class Parsed:
         if request.target is not None:
             return request.target
         found = resolve_target(self.text, profile)
-        if found.column is not None:
+        if found.column is not None and not found.guessed:
             return found.column
         remembered = request.context.get("target")
         if remembered and profile.column(remembered) is not None and not found.cued:
             self.notes.append(f"target {remembered!r} carried over from the session")
             return remembered
+        if found.column is not None:
+            self.notes.append(found.guess_note())
+            return found.column
+        # a label-named column beats silence and a bare uncued guess, never a named column
+        weak = not found.problem or (found.problem == "unsure" and not found.cued)
+        label = label_column(profile) if weak else None
+        if label is not None:
+            self.notes.append(
+                f"target guessed: the request names no column; {label!r} says it is the "
+                "label (pass --target COL for another)"
+            )
+            return label
         if found.problem:
             raise found.error()
         raise PlanError(
@@ -630,6 +642,7 @@ class Parsed:
         parts = [f"template {template}" if template else "custom plan"]
         if target:
             parts.append(f"target {target!r}")
+        parts.extend(n for n in self.notes if n.startswith("target guessed"))
         parts.append("steps: " + " → ".join(s.tool for s in steps))
         return "Offline planner: " + "; ".join(parts) + "."
 

@@ -1,9 +1,10 @@
 """Finding the target column in a prompt: exact names, word forms, flag prefixes,
 abbreviations, Chinese words, synonyms, typos and partial names, each scored.
 
-A column is chosen only when the prompt names it clearly; two columns named equally
-well, or a column named only by a guess (one word of a longer name, a synonym with no
-"predict" before it), make planning fail with the candidates listed — never a silent pick.
+A column is chosen when the prompt names it clearly, or when one column stands out among
+the ones it may mean (a plural, a phrase, one word of a longer name): that pick is said
+loudly in the plan's notes. Two columns named about equally well make planning fail with
+the candidates listed — never a silent pick.
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ SCORES = {
     "related": 2.3,
     "initials": 2.2,
     "concept-partial": 1.5,
+    "subject": 1.6,
     "synonym": 1.8,
     "typo": 1.0,
     "partial-head": 0.9,
@@ -56,6 +58,8 @@ SCORES = {
 #: kinds of mention that name a column only when a cue such as "predict" comes before them
 _NEEDS_CUE = frozenset({"concept-partial", "synonym", "partial-head"})
 TIE_MARGIN = 0.1
+#: how far ahead of the next candidate a column named only by a guess must be to be used
+STANDOUT_MARGIN = 1.0
 
 
 @dataclass
@@ -78,7 +82,7 @@ class Mention:
     @property
     def level(self) -> int:
         """0: the column is named; 1: suggested (counts after a cue); 2: a guess."""
-        if self.how == "partial":
+        if self.how in ("partial", "subject"):
             return 2
         return 1 if self.how in _NEEDS_CUE else 0
 
@@ -100,6 +104,13 @@ class Resolution:
     problem: str | None = None  # "ambiguous" or "unsure"
     said: str = ""
     cued: bool = False
+    guessed: bool = False  # not named clearly, but the one column it can mean
+
+    def guess_note(self) -> str:
+        return (
+            f"target guessed: {self.said!r} is not a column name; it was read as "
+            f"{self.column!r}, the one column it can mean (pass --target COL for another)"
+        )
 
     def error(self) -> PlanError:
         names = " or ".join(repr(c) for c in self.candidates)
@@ -234,10 +245,16 @@ def _bag(name: str, stems: list[str], words: list[Token]) -> list[Mention]:
     """All the subject's words close together in any order ("ad clicks" for clicked_on_ad),
     or, for a one-word subject, a related form ("readmission" for readmitted)."""
     if len(stems) == 1:
-        return [
+        related = [
             Mention(name, t.start, SCORES["related"], end=t.end, how="related")
             for t in words
             if _usable_token(t) and len(t.stem) >= 5 and forms.related(t.stem, stems[0])
+        ]
+        # the subject alone of a longer name: "price" for price_per_sqft (a unit dropped)
+        return related or [
+            Mention(name, t.start, SCORES["subject"], end=t.end, how="subject")
+            for t in words
+            if _usable_token(t) and t.stem == stems[0] and len(_words(name)) > 1
         ]
     width = len(stems) + 3
     for i in range(len(words)):
@@ -443,7 +460,34 @@ def resolve_target(text: str, profile: DataProfile) -> Resolution:
         log.debug("target mentions tie: %s", ranked)
         return Resolution(candidates=tied, problem="ambiguous", said=said, cued=top.cued)
     if not _clear(top):
+        if _stands_out(top, ranked[1:]):
+            return Resolution(column=top.column, said=said, cued=top.cued, guessed=True)
         return Resolution(
             candidates=[m.column for m in ranked[:5]], problem="unsure", said=said, cued=top.cued
         )
-    return Resolution(column=top.column, said=said, cued=top.cued)
+    # another word for the column ("heavy" for body_mass_g) is a reading, said as such
+    guessed = top.how in _NEEDS_CUE
+    return Resolution(column=top.column, said=said, cued=top.cued, guessed=guessed)
+
+
+def _stands_out(top: Mention, rest: list[Mention]) -> bool:
+    """A guess is used when no other column is a plausible reading: the others score at
+    least ``STANDOUT_MARGIN`` lower. A bare partial word with no cue ("the sales data")
+    is too weak to stand on its own."""
+    if top.level == 2 and not top.cued:
+        return False
+    return all(m.score <= top.score - STANDOUT_MARGIN for m in rest)
+
+
+#: column names that say the column is what to predict
+_LABEL_NAME = re.compile(
+    r"^(target|label|labels|y|class|outcome|response|ground[_ ]?truth|标签|目标|类别)$",
+    re.IGNORECASE,
+)
+
+
+def label_column(profile: DataProfile) -> str | None:
+    """The one usable column whose name says it is the label (``target``, ``y``, ``class``…),
+    the obvious target of a request that names none; None when there is none or several."""
+    found = [c.name for c in profile.columns if _LABEL_NAME.match(c.name.strip()) and _usable(c)]
+    return found[0] if len(found) == 1 else None

@@ -324,8 +324,10 @@ def normalize(prompt: str) -> str:
     text = re.sub(r"\bw/o\b", "without", text)
     text = re.sub(r"\bw/(?=\s)", "with", text)
     text = _replace_chinese_numbers(text)
-    text = _WORD_COUNTS.sub(lambda m: _WORD_COUNT_VALUES[m.group(1)], text)
     text = _replace_english_numbers(text)
+    # "3 dozen", "three dozen" (now "3 dozen"): a multiple, before a lone "dozen" reads 12
+    text = re.sub(r"\b(\d{1,4}) dozen\b", lambda m: str(int(m.group(1)) * 12), text)
+    text = _WORD_COUNTS.sub(lambda m: _WORD_COUNT_VALUES[m.group(1)], text)
     text = re.sub(r"[a-z]+", lambda m: BRITISH.get(m.group(0), m.group(0)), text)
     return re.sub(r"[ \t]+", " ", text).strip()
 
