@@ -13,6 +13,7 @@ __all__ = [
     "PlanError",
     "SettingsError",
     "TrackingError",
+    "UnplacedRequestError",
     "describe_error",
 ]
 
@@ -44,6 +45,10 @@ class DataError(MlpilotError):
 
 class PlanError(MlpilotError):
     """A plan (or a step's arguments) does not validate against the tools or the data."""
+
+
+class UnplacedRequestError(PlanError):
+    """The request names no task and no column: chat asks it back instead of running."""
 
 
 class ExecutionError(MlpilotError):

@@ -46,7 +46,7 @@ from mlpilot.platform.agent.sessions import Session, load_session, save_session
 from mlpilot.platform.agent.tracked_run import ERROR_TAG_CHARS, TrackedRun, end_unrecorded
 from mlpilot.platform.config import Settings, get_settings
 from mlpilot.platform.config.interrupts import shielded
-from mlpilot.platform.errors import MlpilotError, TrackingError
+from mlpilot.platform.errors import MlpilotError, TrackingError, UnplacedRequestError
 from mlpilot.platform.ml.protocol import SCRIPT_FILE
 from mlpilot.platform.plan import Plan
 from mlpilot.tracking import space, vocab
@@ -135,6 +135,10 @@ class Orchestrator:
                     plan_file=request.plan_file,
                     adapter=request.adapter,
                 )
+        except UnplacedRequestError as exc:
+            if request.ask_back:
+                return self._ask_back(session, experiment, exc)
+            return self._end_without_plan(session, request, experiment, events, exc)
         except MlpilotError as exc:
             return self._end_without_plan(session, request, experiment, events, exc)
         except KeyboardInterrupt as exc:  # cancelled while planning: recorded all the same
@@ -475,6 +479,22 @@ class Orchestrator:
             experiment_id=tracker.experiment_id,
             tracking_uri=self.tracking.tracking_uri,
             error=error,
+        )
+
+    def _ask_back(self, session: Session, experiment: str, exc: MlpilotError) -> RunOutcome:
+        """A question back instead of a run: nothing is planned, trained or recorded."""
+        question = (
+            "I could not place that. Do you want to train a model (say which column to "
+            "predict, e.g. 'predict price with a random forest') or ask about your runs "
+            "(e.g. 'which run was best?', 'show the last 5 runs')?"
+        )
+        session.add("assistant", question)
+        save_session(self.store, session)
+        return RunOutcome(
+            status=ANSWERED,
+            session_id=session.id,
+            answer={"question": question, "reason": exc.message},
+            experiment=experiment,
         )
 
     def _answer(

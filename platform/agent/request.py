@@ -28,6 +28,8 @@ class RunRequest:
     #: folders the plan may read from besides the data file (``--allow-read DIR``)
     allow_read: tuple[str, ...] = ()
     adapter: str | None = None  # --adapter NAME or "none"
+    #: a request the planner cannot place is asked back (chat), not recorded as a failed run
+    ask_back: bool = False
     tags: dict[str, str] = field(default_factory=dict)  # extra parent-run tags
     #: wall-clock time the request began (``mlpilot run``: when the command started); a
     #: time budget counts from here (``protocol.ENV_RUN_STARTED_AT``)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -11,8 +11,10 @@ from mlpilot.platform.cli._output import console, handle_errors
 
 HELP = """Type a request ("train a random forest to predict sales", "now try xgboost",
 "tune it with 50 trials", "which run was best?", "compare the last two",
-"register the best one", "用xgboost再试一次"). Questions about runs answer from this
-session's runs. Commands:
+"compare with xgboost", "register the best one", "用xgboost再试一次"). Questions about
+runs answer from this conversation's runs as a table ("show the last 5 runs of every
+experiment" looks further); "compare with X" runs X, then shows it beside the earlier
+runs; a line mlpilot cannot place is asked back, never trained. Commands:
   /data FILE     use this data file from now on
   /target COL    predict this column from now on
   /context       show what the session remembers
@@ -107,17 +109,49 @@ def chat(
                 out.print(f"unknown command {command!r}; /help lists them", markup=False)
             continue
         try:
+            earlier = _scored_runs(load_session(store, current.id))
             outcome = run_request(
                 RunRequest(
-                    prompt=line, session_id=current.id, engine=engine, experiment=experiment
+                    prompt=line,
+                    session_id=current.id,
+                    engine=engine,
+                    experiment=experiment,
+                    ask_back=True,
                 ),
                 progress=ConsoleProgress(),
                 settings=settings,
             )
             print_outcome(outcome)
+            _compare_after(line, outcome, earlier, settings, store)
         except MlpilotError as exc:
             out.print(f"error: {exc.one_line()}", markup=False)
     out.print(
         f"session {current.id} saved; resume with: mlpilot chat --session {current.id}",
         markup=False,
     )
+
+
+#: how many earlier runs a follow-up comparison shows beside the new one
+COMPARED_RUNS = 3
+
+
+def _scored_runs(session: Any) -> list[str]:
+    """The session's runs that have metrics (trained models), oldest first."""
+    return [r["run_id"] for r in session.context.get("runs") or [] if r.get("metrics")]
+
+
+def _compare_after(line: str, outcome: Any, earlier: list[str], settings: Any, store: Any) -> None:
+    """After "compare with X": the new run beside the conversation's earlier runs."""
+    from mlpilot.platform.cli.answers import print_answer
+    from mlpilot.platform.llm.offline import asks_to_compare
+    from mlpilot.platform.tools import queries
+
+    if outcome.status != "SUCCEEDED" or not outcome.run_id or not earlier:
+        return
+    if not asks_to_compare(line):
+        return
+    context = queries.QueryContext(
+        settings=settings, store=store, experiment=outcome.experiment or "mlpilot"
+    )
+    ids = [*earlier[-COMPARED_RUNS:], outcome.run_id]
+    print_answer("compare_runs", queries.compare_runs(context, ids))

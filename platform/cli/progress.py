@@ -108,9 +108,10 @@ def _escape(text: str) -> str:
 def print_outcome(outcome: Any) -> None:
     out = console()
     if outcome.status == "ANSWERED":
-        from mlpilot.platform.cli._output import print_json
+        from mlpilot.platform.cli.answers import print_answer
 
-        print_json(outcome.answer)
+        steps = (outcome.plan or {}).get("steps") or [{}]
+        print_answer(steps[0].get("tool"), outcome.answer)
         return
     if outcome.error:
         stage = outcome.error.get("stage")

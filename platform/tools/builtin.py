@@ -161,15 +161,21 @@ def describe_data(context: Any) -> dict[str, Any]:
 
 
 @tool(kind="query")
-def show_runs(context: Any, limit: Annotated[int, Bounds(1, 1000)] = 10) -> dict[str, Any]:
-    """List the most recent runs of the experiment with their status and key metric.
+def show_runs(
+    context: Any,
+    limit: Annotated[int, Bounds(1, 1000)] = 10,
+    scope: Literal["auto", "all"] = "auto",
+) -> dict[str, Any]:
+    """List the most recent runs with their experiment, status and key metric.
 
     Args:
         limit: How many runs to show.
+        scope: "auto" for the conversation's own runs when it has some, else every
+            experiment's; "all" for every experiment's runs even in a conversation.
     """
     from mlpilot.platform.tools import queries
 
-    return queries.show_runs(context, limit=limit)
+    return queries.show_runs(context, limit=limit, scope=scope)
 
 
 @tool(kind="query")

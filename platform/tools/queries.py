@@ -76,26 +76,35 @@ def _run_summary(run: Any) -> dict[str, Any]:
     }
 
 
-def show_runs(context: QueryContext, limit: int = 10) -> dict[str, Any]:
+def show_runs(context: QueryContext, limit: int = 10, scope: str = "auto") -> dict[str, Any]:
+    """The newest runs: the session's own when it has some (``scope="auto"``), else every
+    experiment's ("the last 5 runs" means the user's runs, wherever they were logged)."""
+    from mlpilot.tracking.mlflow_store import all_experiment_ids
+
     client = context.client()
-    if context.session_runs:
+    if context.session_runs and scope != "all":
         ids = [r["run_id"] for r in reversed(context.session_runs)][:limit]
         runs = [_summary_or_gone(client, rid) for rid in ids]
         return {"experiment": context.experiment, "scope": "session", "runs": runs}
-    experiment_id = context.experiment_id(client)
-    if experiment_id is None:
-        return {"experiment": context.experiment, "scope": "experiment", "runs": []}
-    runs = client.search_runs(
-        [experiment_id],
-        filter_string="tags.`mlpilot.kind` = 'agent_run'",
-        order_by=["attributes.start_time DESC"],
-        max_results=limit,
+    ids = all_experiment_ids(client)
+    found = (
+        client.search_runs(
+            ids,
+            filter_string="tags.`mlpilot.kind` = 'agent_run'",
+            order_by=["attributes.start_time DESC"],
+            max_results=limit,
+        )
+        if ids
+        else []
     )
-    return {
-        "experiment": context.experiment,
-        "scope": "experiment",
-        "runs": [_run_summary(r) for r in runs],
-    }
+    names: dict[str, str] = {}
+    runs = []
+    for run in found:
+        eid = run.info.experiment_id
+        if eid not in names:
+            names[eid] = client.get_experiment(eid).name
+        runs.append({**_run_summary(run), "experiment": names[eid]})
+    return {"experiment": None, "scope": "all", "runs": runs}
 
 
 def _summary_or_gone(client: Any, run_id: str) -> dict[str, Any]:

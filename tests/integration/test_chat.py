@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -49,14 +50,20 @@ def chat(lines: list[str], data: Path, *, close: bool = True) -> subprocess.Comp
     )
 
 
-def answers(stdout: str) -> list[Any]:
-    """The JSON objects the chat printed (query answers), in order."""
-    found, decoder = [], json.JSONDecoder()
-    stdout = stdout.replace("you> ", "\n")  # the prompt precedes what the chat prints
-    for start in (i for i in range(len(stdout)) if stdout.startswith("\n{\n", i)):
-        obj, _ = decoder.raw_decode(stdout[start + 1 :])
-        found.append(obj)
+def answers(session: dict[str, Any]) -> list[Any]:
+    """The query answers the session recorded as its replies, in order (the chat itself
+    prints them as tables)."""
+    found = []
+    for message in session["messages"]:
+        if message["role"] == "assistant" and message["content"].startswith("{"):
+            found.append(json.loads(message["content"])["answer"])
     return found
+
+
+def readable(stdout: str) -> None:
+    """What the chat printed is for people: no JSON, no epoch milliseconds."""
+    assert "{" not in stdout and '"run_id"' not in stdout, stdout[-3000:]
+    assert not re.search(r"\b1[6-9]\d{11}\b", stdout), stdout[-3000:]
 
 
 def _settings(home: Path) -> Any:
@@ -65,12 +72,15 @@ def _settings(home: Path) -> Any:
     return Settings.from_env({**os.environ, "MLPILOT_HOME": str(home)})
 
 
-def _session(home: Path) -> dict[str, Any]:
+def _session(home: Path, stdout: str | None = None) -> dict[str, Any]:
+    """The home's one session, or the one the chat that printed ``stdout`` saved."""
     from mlpilot.tracking.metadata import open_store
 
     store = open_store(_settings(home))
-    docs = store.collection("sessions").find({})
-    (doc,) = list(docs)
+    query = {}
+    if stdout is not None:
+        query = {"_id": re.search(r"session (\w+) saved", stdout).group(1)}
+    (doc,) = list(store.collection("sessions").find(query))
     return doc
 
 
@@ -110,7 +120,10 @@ def test_session_questions_tune_it_and_register_the_best_one(home: Path, churn_c
     runs = session["context"]["runs"]
     knn, linear, register, tune = (r["run_id"] for r in runs)
     assert [r["model"] for r in runs] == ["knn", "linear", None, "linear"]
-    best, last, compared = answers(done.stdout)
+    best, last, compared = answers(session)
+    readable(done.stdout)
+    assert "best run of this conversation, by test_roc_auc" in done.stdout
+    assert "runs side by side" in done.stdout and knn[:8] in done.stdout
     auc = {r["run_id"]: r["metrics"]["test_roc_auc"] for r in runs[:2]}
     # "which run was best?" answers from this session's two runs, not the experiment
     assert best["scope"] == "session" and best["run_id"] == max(auc, key=auc.get)
@@ -129,3 +142,50 @@ def test_session_questions_tune_it_and_register_the_best_one(home: Path, churn_c
     assert tuned.data.tags["mlpilot.template"] == "hpo-linear"
     assert tuned.data.params["target"] == "churned"
     assert register != tune
+
+
+def test_questions_in_other_words_asking_back_and_compare_with(home: Path, churn_csv: Path) -> None:
+    """A question without the word "run" is answered; a line that names nothing is asked
+    back (nothing trained or recorded); "compare with X" trains X and shows it beside the
+    earlier runs; "of every experiment" lists runs beyond the conversation."""
+    env = {**os.environ, "MLPILOT_ENGINE": "cpu"}
+    other = subprocess.run(
+        [
+            MLPILOT,
+            "run",
+            "quick baseline with knn to predict churned",
+            "--data",
+            str(churn_csv),
+            "--experiment",
+            "elsewhere",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
+    assert other.returncode == 0, other.stderr[-2000:]
+    done = chat(
+        [
+            "quick baseline with logistic regression to predict churned",
+            "bananas are yellow",
+            "which model scored highest?",
+            "compare with a random forest",
+            "show the last 5 runs of every experiment",
+            "exit",
+        ],
+        churn_csv,
+    )
+    assert done.returncode == 0, done.stderr
+    session = _session(home, done.stdout)
+    linear, forest = (r["run_id"] for r in session["context"]["runs"])
+    assert [r["model"] for r in session["context"]["runs"]] == ["linear", "rf"]
+    assert "I could not place that" in done.stdout  # asked back, and no run for it
+    best, listed = answers(session)
+    assert best["scope"] == "session" and best["run_id"] == linear  # before the forest ran
+    readable(done.stdout)
+    side = done.stdout.split("runs side by side", 1)[1]
+    assert linear[:8] in side and forest[:8] in side and "test_roc_auc" in side
+    assert listed["scope"] == "all"
+    assert {r["experiment"] for r in listed["runs"]} == {"elsewhere", "mlpilot"}
+    assert "runs of every experiment, newest first" in done.stdout

@@ -19,7 +19,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
 def _start_rf_study(home: Path, data: Path, storage: str) -> None:
-    from mlpilot.platform.ml.hpo import optimize
+    from mlpilot.platform.ml.hpo.optimize import optimize
 
     optimize(
         prepared_run(data, home / "creator"),

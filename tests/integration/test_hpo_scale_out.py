@@ -15,7 +15,7 @@ pytestmark = pytest.mark.integration
 
 
 def _start_study(home: Path, data: Path, name: str, trials: int, logger: object = None) -> None:
-    from mlpilot.platform.ml.hpo import optimize
+    from mlpilot.platform.ml.hpo.optimize import optimize
 
     run = prepared_run(data, home / name, logger=logger)
     optimize(
@@ -74,7 +74,7 @@ def test_two_workers_share_one_journal_study(home: Path, sales_csv: Path) -> Non
 def test_a_local_dask_cluster_runs_the_trials(home: Path, sales_csv: Path) -> None:
     from distributed import Client, LocalCluster
 
-    from mlpilot.platform.ml.hpo import optimize
+    from mlpilot.platform.ml.hpo.optimize import optimize
 
     run = prepared_run(sales_csv, home / "dask")
     with (

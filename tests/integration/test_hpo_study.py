@@ -134,7 +134,7 @@ def test_every_trial_is_a_progress_event(thirty_trials: dict) -> None:
 
 
 def test_early_stopping_ends_a_plateaued_study(home: Path, sales_csv: Path) -> None:
-    from mlpilot.platform.ml.hpo import optimize
+    from mlpilot.platform.ml.hpo.optimize import optimize
 
     run = prepared_run(sales_csv, home / "run")
     # ridge's alpha barely moves the rmse over most of its range: a plateau
@@ -158,7 +158,7 @@ def test_early_stopping_ends_a_plateaued_study(home: Path, sales_csv: Path) -> N
 
 
 def test_a_study_resumes_where_it_stopped(home: Path, sales_csv: Path) -> None:
-    from mlpilot.platform.ml.hpo import optimize
+    from mlpilot.platform.ml.hpo.optimize import optimize
 
     args = {"model": "linear", "metric": "rmse", "timeout_s": None, "warm_start": False}
     first = prepared_run(sales_csv, home / "first")

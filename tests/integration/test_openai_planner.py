@@ -347,7 +347,9 @@ def test_describe_data_is_answered_then_the_model_plans(
 def test_a_query_alone_is_the_plan(stub: LLMStub, tmp_path: Path) -> None:
     stub.script(tool_calls(("show_runs", {"limit": 3})), text("Here are the last three runs."))
     result = _plan(stub, tmp_path, None, "show the last 3 runs")
-    assert [s.to_dict() for s in result.plan.steps] == [{"tool": "show_runs", "args": {"limit": 3}}]
+    assert [s.to_dict() for s in result.plan.steps] == [
+        {"tool": "show_runs", "args": {"limit": 3, "scope": "auto"}}
+    ]
     assert result.plan.template == "query"
     assert _tool_payloads(stub.requests[1])[0]["status"] == "scheduled"
 

@@ -45,7 +45,9 @@ def test_query_plans_need_no_data(tmp_path: Path) -> None:
         env={"MLPILOT_HOME": str(tmp_path), "MLPILOT_LLM": "offline"},
     )
     assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout)["steps"] == [{"tool": "show_runs", "args": {"limit": 3}}]
+    assert json.loads(done.stdout)["steps"] == [
+        {"tool": "show_runs", "args": {"limit": 3, "scope": "auto"}}
+    ]
 
 
 def test_template_instantiation(tmp_path: Path, sales_csv: Path) -> None:

@@ -135,7 +135,7 @@ def test_best_is_a_query(session: tuple, prompt: str) -> None:
 )
 def test_last_is_one_run(session: tuple, prompt: str) -> None:
     settings, context = session
-    assert _steps(settings, prompt, context) == {"show_runs": {"limit": 1}}
+    assert _steps(settings, prompt, context) == {"show_runs": {"limit": 1, "scope": "auto"}}
 
 
 def test_adapter_option_wins_over_detection(tmp_path: Path) -> None:

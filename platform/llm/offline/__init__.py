@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from mlpilot.platform.llm.offline._planner import OfflinePlanner
+from mlpilot.platform.llm.offline._planner import OfflinePlanner, asks_to_compare
 
-__all__ = ["OfflinePlanner"]
+__all__ = ["OfflinePlanner", "asks_to_compare"]

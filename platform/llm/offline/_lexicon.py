@@ -260,6 +260,8 @@ INTENTS: dict[str, re.Pattern[str]] = {
         rf"{_W}compare\b.*\bruns?{_E}|{_W}runs?\b.*\b(side by side|compare|comparison|diff|vs\.?|versus)|{_W}diff\b.*\bruns?{_E}"
         rf"|{_W}compare (the )?(last|latest|previous|recent) (\d+|both|ones?|runs?|models?){_E}|{_W}compare (them|both|these|those)( runs| models)?{_E}"
         r"|比较.*运行|对比.*运行|(对比|比较|diff).{0,6}runs?|(对比|比较)(一下)?(最近|最后|上)"
+        # a bare "compare" in a conversation: the runs it has so far
+        r"|^\W*(对比|比较)(一下)?\W*$|^\W*compare( (them|these|those|the runs))?\W*$"
     ),
     "show_study": _re(rf"{_W}(optuna )?stud(y|ies){_E}" r"|研究|调参记录|study"),
     "follow_up": _re(
@@ -299,6 +301,11 @@ BACK_REFERENCE = re.compile(
     r"|它|这个|那个|刚才|同样|同一个|再"
 )
 #: "which of my runs had the best f1": a question about the best run, not a list of runs
+#: "across all experiments", "every run", "所有实验": a run listing beyond the conversation
+ALL_EXPERIMENTS = re.compile(
+    rf"{_W}(all|every|each|any) (of )?(the |my )?(experiments?|runs)|{_W}across (all |every )?(the )?experiments"
+    r"|所有(的)?(实验|运行|runs?)|全部(的)?(实验|运行|runs?)|每个实验"
+)
 SUPERLATIVE = re.compile(rf"{_W}(best|highest|lowest|top|worst)\b|最好|最佳|最优|最高|最低")
 #: words that compare two things, for runs named only by their ids ("3fa9c2 vs 7b01de")
 COMPARING = re.compile(

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from mlpilot.platform.errors import PlanError
+from mlpilot.platform.errors import PlanError, UnplacedRequestError
 from mlpilot.platform.llm._base import Planner, PlanningRequest, PlanResult
 from mlpilot.platform.llm.offline import _lexicon as lex
 from mlpilot.platform.llm.offline import _numbers as num
@@ -129,12 +129,19 @@ class OfflinePlanner(Planner):
         )
 
 
+def asks_to_compare(text: str) -> bool:
+    """Whether a request compares what it asks for with something ("compare with xgboost",
+    "和随机森林比较一下"): the chat then shows the new run beside the earlier ones."""
+    return bool(lex.COMPARING.search(text.lower()))
+
+
 class Parsed:
     """The meaning read off one prompt."""
 
     def __init__(self, request: PlanningRequest) -> None:
         self.request = request
         self.notes: list[str] = []
+        self.bare = False  # no task word at all: only a clearly named column makes it a run
         profile = request.profile
         protected = set()
         if profile is not None:
@@ -207,6 +214,7 @@ class Parsed:
                 raise PlanError("this request needs a data file", hint="pass it with --data FILE")
             if self.request.profile is not None:
                 wants_model = True  # a bare target mention ("quick look at price") means: model it
+                self.bare = True  # ... but only a column it names clearly: never a guess
             else:
                 raise PlanError(
                     "the request names no task mlpilot knows",
@@ -262,7 +270,10 @@ class Parsed:
             and not (self.has("register") or self.has("tune"))
             and not (self.has("best_model") and lex.SUPERLATIVE.search(self.text))
         ):
-            return _single("show_runs", {"limit": self._run_limit()})
+            args: dict[str, Any] = {"limit": self._run_limit()}
+            if lex.ALL_EXPERIMENTS.search(self.text):
+                args["scope"] = "all"
+            return _single("show_runs", args)
         if (
             self.has("best_model")
             and not self.has("register")
@@ -410,6 +421,12 @@ class Parsed:
         found = resolve_target(self.text, profile)
         if found.column is not None and not found.guessed:
             return found.column
+        if self.bare:
+            raise UnplacedRequestError(
+                "mlpilot could not place this request: it names no task and no column",
+                hint="ask to train, tune or explain a column (e.g. 'predict price with a "
+                "random forest'), or ask about your runs (e.g. 'which run was best?')",
+            )
         remembered = request.context.get("target")
         if remembered and profile.column(remembered) is not None and not found.cued:
             self.notes.append(f"target {remembered!r} carried over from the session")

@@ -239,6 +239,8 @@ def _conclude(
     _record(run, study, summary, plots=plots)
     if clock is not None:
         _note_unused(run, clock, reason, summary)
+        if model == "auto":
+            _note_untried(run, summary)
 
 
 def _search_output(
@@ -331,6 +333,17 @@ def _note_unused(
         run.note(f"the search used its trial budget with {unused:.0%} of its time unused")
     elif reason == "failures":
         run.note(f"the search stopped on failing trials with {unused:.0%} of its time unused")
+
+
+def _note_untried(run: PipelineRun, summary: dict[str, Any]) -> None:
+    """Name the families a time budget ended before, so a missing family is never silent."""
+    tried = set(summary.get("trials_by_family") or {})
+    untried = [f for f in auto_families(run.prefer) if f not in tried]
+    if untried:
+        run.note(
+            f"the time budget ended before {', '.join(untried)} had a trial "
+            "(a longer budget tries every family)"
+        )
 
 
 def _record(run: PipelineRun, study: Any, summary: dict[str, Any], *, plots: bool) -> None:

@@ -133,7 +133,7 @@ def optimize_model(
 ) -> None:
     run.data.require("optimize_model")
     run.open_tracking()
-    from mlpilot.platform.ml.hpo import optimize
+    from mlpilot.platform.ml.hpo.optimize import optimize
 
     with run.stage("tune"):
         family, params = optimize(

@@ -1,0 +1,166 @@
+"""A query's answer for people: a short table per tool (``--json`` keeps the raw answer).
+
+Times are local ``MM-DD HH:MM``, run ids their first 8 characters (a unique prefix that
+``runs show`` accepts), metrics 4 significant digits: what a reader compares at a glance.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime
+from typing import Any
+
+from mlpilot.platform.cli._output import console
+
+log = logging.getLogger(__name__)
+
+
+def when(value: Any) -> str:
+    """Epoch milliseconds or an ISO time as local ``MM-DD HH:MM``."""
+    if value in (None, ""):
+        return ""
+    try:
+        stamp = (
+            datetime.fromtimestamp(float(value) / 1000)
+            if isinstance(value, int | float)
+            else datetime.fromisoformat(str(value)).astimezone()
+        )
+    except (TypeError, ValueError, OverflowError):
+        return str(value)[:16]
+    return stamp.strftime("%m-%d %H:%M")
+
+
+def number(value: Any) -> str:
+    return (
+        f"{value:.4g}" if isinstance(value, int | float) else ("" if value is None else str(value))
+    )
+
+
+def _main_metric(run: dict[str, Any]) -> str:
+    metrics = run.get("metrics") or {}
+    name = run.get("metric")
+    key = f"test_{name}" if name and f"test_{name}" in metrics else None
+    key = key or next((k for k in sorted(metrics) if k.startswith("test_")), None)
+    return f"{key[5:]}={number(metrics[key])}" if key else ""
+
+
+def _table(title: str, columns: list[str], widths: dict[str, int] | None = None) -> Any:
+    """A borderless table; ``widths`` are the columns that keep their width (ids, times)
+    while the others give way on a narrow terminal."""
+    from rich.table import Table
+
+    table = Table(title=title, title_justify="left", box=None, pad_edge=False)
+    for column in columns:
+        width = (widths or {}).get(column)
+        table.add_column(column, overflow="ellipsis", no_wrap=True, min_width=width)
+    return table
+
+
+def _runs(answer: dict[str, Any]) -> Any:
+    scope = answer.get("scope")
+    title = {
+        "session": "runs of this conversation, newest first",
+        "all": "runs of every experiment, newest first",
+    }.get(str(scope), f"runs of experiment {answer.get('experiment')}, newest first")
+    widths = {"run": 8, "experiment": 10, "created": 11, "status": 9, "metric": 16}
+    table = _table(title, ["run", "experiment", "created", "status", "metric", "prompt"], widths)
+    for run in answer.get("runs") or []:
+        table.add_row(
+            str(run.get("run_id", ""))[:8],
+            str(run.get("experiment") or answer.get("experiment") or ""),
+            when(run.get("start_time")),
+            str(run.get("state") or run.get("status") or ""),
+            _main_metric(run),
+            str(run.get("prompt") or "")[:50],
+        )
+    return table if answer.get("runs") else f"{title}: none yet"
+
+
+def _best(answer: dict[str, Any]) -> Any:
+    where = "this conversation" if answer.get("scope") == "session" else "the experiment"
+    table = _table(f"best run of {where}, by {answer.get('ranked_by')}", ["", ""])
+    table.add_row("run", str(answer.get("run_id", ""))[:8])
+    table.add_row(str(answer.get("ranked_by", "value")), number(answer.get("value")))
+    table.add_row("created", when(answer.get("start_time")))
+    table.add_row("prompt", str(answer.get("prompt") or "")[:60])
+    table.add_row("model", str(answer.get("model_uri") or ""))
+    return table
+
+
+#: rows a side-by-side table shows at most, of metrics and of differing parameters
+COMPARE_METRICS = 8
+COMPARE_PARAMS = 8
+
+
+def _compare(answer: dict[str, Any]) -> Any:
+    runs = answer.get("runs") or []
+    table = _table("runs side by side", ["", *(str(r.get("run_id", ""))[:8] for r in runs)])
+    table.add_row("created", *(when(r.get("start_time")) for r in runs))
+    table.add_row("template", *(str(r.get("template") or "") for r in runs))
+    keys = [k for k in answer.get("metric_keys") or [] if not k.endswith("_std")]
+    keys.sort(key=lambda k: (not k.startswith("test_"), k))  # held-out scores first
+    for key in keys[:COMPARE_METRICS]:
+        table.add_row(key, *(number((r.get("metrics") or {}).get(key)) for r in runs))
+    params = list(answer.get("differing_params") or [])
+    params.sort(key=lambda p: (p != "model.family", p))
+    for param in params[:COMPARE_PARAMS]:
+        table.add_row(param, *(str((r.get("params") or {}).get(param, ""))[:24] for r in runs))
+    hidden = len(keys[COMPARE_METRICS:]) + len(params[COMPARE_PARAMS:])
+    if hidden:
+        ids = " ".join(str(r.get("run_id", ""))[:8] for r in runs)
+        table.caption = f"{hidden} more rows: mlpilot runs compare {ids}"
+        table.caption_justify = "left"
+    return table
+
+
+def _study(answer: dict[str, Any]) -> Any:
+    table = _table(f"study {answer.get('name')}", ["", ""])
+    states = answer.get("states") or {}
+    table.add_row(
+        "trials",
+        f"{answer.get('n_trials')} ({', '.join(f'{k.lower()} {v}' for k, v in states.items() if v)})",
+    )
+    table.add_row("direction", str(answer.get("direction")))
+    table.add_row("best value", number(answer.get("best_value")))
+    for key, value in (answer.get("best_params") or {}).items():
+        table.add_row(f"  {key}", number(value))
+    return table
+
+
+def _data(answer: dict[str, Any]) -> Any:
+    table = _table(
+        f"{answer.get('path')}: {answer.get('rows')} rows", ["column", "kind", "missing", "unique"]
+    )
+    for column in answer.get("columns") or []:
+        table.add_row(
+            str(column["name"]), str(column["kind"]), str(column["missing"]), str(column["unique"])
+        )
+    return table
+
+
+_RENDER = {
+    "show_runs": _runs,
+    "show_best_model": _best,
+    "compare_runs": _compare,
+    "show_study": _study,
+    "describe_data": _data,
+}
+
+
+def print_answer(tool: str | None, answer: Any) -> None:
+    """The answer of query ``tool`` as a table (a question back as itself)."""
+    out = console()
+    if isinstance(answer, dict) and "question" in answer:
+        out.print(answer["question"], markup=False)
+        return
+    render = _RENDER.get(str(tool))
+    if render is None or not isinstance(answer, dict):
+        from mlpilot.platform.cli._output import print_json
+
+        print_json(answer)
+        return
+    shown = render(answer)
+    if isinstance(shown, str):
+        out.print(shown, markup=False)
+    else:
+        out.print(shown)
