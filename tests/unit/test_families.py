@@ -261,3 +261,22 @@ def test_catboost_stops_early_and_reports_to_its_trial(task: str) -> None:
     assert predicted.shape == (5,)
     if task == "classification":
         assert set(predicted) <= {"low", "mid", "high"}
+
+
+@pytest.mark.parametrize(
+    "prompt",
+    ["train a catboost model to predict Survived", "用CatBoost预测Survived", "try cat boost on it"],
+)
+def test_the_planner_reads_catboosts_words(tmp_path: Path, prompt: str) -> None:
+    """What the real-data case through the planner's words checked, without a run."""
+    from planner_harness import write_csv
+
+    from mlpilot.platform.agent.planning import plan_request
+    from mlpilot.platform.config import Settings
+
+    columns = {"Age": "num", "Sex": "cat", "Fare": "num", "Survived": "bin"}
+    data = str(write_csv(tmp_path / "titanic.csv", columns))
+    settings = Settings.from_env({"MLPILOT_HOME": str(tmp_path / "home"), "MLPILOT_LLM": "offline"})
+    result, _ = plan_request(settings, prompt, data_path=data, target="Survived")
+    steps = {s.tool: s.args for s in result.plan.steps}
+    assert steps["train_model"]["model"] == "catboost"
