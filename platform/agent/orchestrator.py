@@ -483,11 +483,8 @@ class Orchestrator:
 
     def _ask_back(self, session: Session, experiment: str, exc: MlpilotError) -> RunOutcome:
         """A question back instead of a run: nothing is planned, trained or recorded."""
-        question = (
-            "I could not place that. Do you want to train a model (say which column to "
-            "predict, e.g. 'predict price with a random forest') or ask about your runs "
-            "(e.g. 'which run was best?', 'show the last 5 runs')?"
-        )
+        hint = exc.hint or "say which column to predict, or ask about your runs"
+        question = f"I could not place that. Do you want to {hint.removeprefix('ask to ')}?"
         session.add("assistant", question)
         save_session(self.store, session)
         return RunOutcome(

@@ -50,12 +50,8 @@ def chat(
     """Talk to mlpilot: every message plans and runs against the session's context."""
     from pathlib import Path
 
-    from mlpilot.platform.agent.orchestrator import run_request
-    from mlpilot.platform.agent.request import RunRequest
     from mlpilot.platform.agent.sessions import load_session, save_session
-    from mlpilot.platform.cli.progress import ConsoleProgress, print_outcome
     from mlpilot.platform.config import get_settings
-    from mlpilot.platform.errors import MlpilotError
     from mlpilot.tracking.metadata import open_store
 
     settings = get_settings()
@@ -83,52 +79,83 @@ def chat(
         if is_exit(line):
             break
         if line.startswith("/"):
-            command, _, rest = line.partition(" ")
-            if command == "/help":
-                out.print(HELP, markup=False)
-            elif command == "/data" and rest:
-                path = Path(rest.strip()).expanduser().resolve()
-                if not path.exists():
-                    out.print(f"error: data file not found: {path}", markup=False)
-                    continue
-                current = load_session(store, current.id)
-                current.remember(data_path=str(path))
-                save_session(store, current)
-                out.print(f"data: {path}", markup=False)
-            elif command == "/target" and rest:
-                current = load_session(store, current.id)
-                current.remember(target=rest.strip())
-                save_session(store, current)
-                out.print(f"target: {rest.strip()}", markup=False)
-            elif command == "/context":
-                out.print_json(data=load_session(store, current.id).context)
-            elif command == "/history":
-                for message in load_session(store, current.id).messages:
-                    out.print(f"{message['role']}: {message['content']}", markup=False)
-            else:
-                out.print(f"unknown command {command!r}; /help lists them", markup=False)
+            _command(line, store, current.id)
             continue
-        try:
-            earlier = _scored_runs(load_session(store, current.id))
-            outcome = run_request(
-                RunRequest(
-                    prompt=line,
-                    session_id=current.id,
-                    engine=engine,
-                    experiment=experiment,
-                    ask_back=True,
-                ),
-                progress=ConsoleProgress(),
-                settings=settings,
-            )
-            print_outcome(outcome)
-            _compare_after(line, outcome, earlier, settings, store)
-        except MlpilotError as exc:
-            out.print(f"error: {exc.one_line()}", markup=False)
+        _request(line, current.id, engine, experiment, settings, store)
     out.print(
         f"session {current.id} saved; resume with: mlpilot chat --session {current.id}",
         markup=False,
     )
+
+
+def _command(line: str, store: Any, session_id: str) -> None:
+    """One ``/command`` line: it changes or shows the session, and plans nothing."""
+    from pathlib import Path
+
+    from mlpilot.platform.agent.sessions import load_session, save_session
+
+    out = console()
+    command, _, rest = line.partition(" ")
+    if command == "/help":
+        out.print(HELP, markup=False)
+    elif command == "/data" and rest:
+        path = Path(rest.strip()).expanduser().resolve()
+        if not path.exists():
+            out.print(f"error: data file not found: {path}", markup=False)
+            return
+        current = load_session(store, session_id)
+        current.remember(data_path=str(path))
+        save_session(store, current)
+        out.print(f"data: {path}", markup=False)
+    elif command == "/target" and rest:
+        current = load_session(store, session_id)
+        current.remember(target=rest.strip())
+        save_session(store, current)
+        out.print(f"target: {rest.strip()}", markup=False)
+    elif command == "/context":
+        out.print_json(data=load_session(store, session_id).context)
+    elif command == "/history":
+        for message in load_session(store, session_id).messages:
+            out.print(f"{message['role']}: {message['content']}", markup=False)
+    else:
+        out.print(f"unknown command {command!r}; /help lists them", markup=False)
+
+
+def _request(
+    line: str,
+    session_id: str,
+    engine: str | None,
+    experiment: str | None,
+    settings: Any,
+    store: Any,
+) -> None:
+    """One request line: planned and run (or answered, or asked back) in the session."""
+    from mlpilot.platform.agent.orchestrator import run_request
+    from mlpilot.platform.agent.request import RunRequest
+    from mlpilot.platform.agent.sessions import load_session
+    from mlpilot.platform.cli.progress import ConsoleProgress, print_outcome
+    from mlpilot.platform.errors import MlpilotError
+    from mlpilot.platform.llm.offline import asks_to_compare
+
+    try:
+        # the runs before this line, read only when the line compares (the run adds itself)
+        earlier = _scored_runs(load_session(store, session_id)) if asks_to_compare(line) else []
+        outcome = run_request(
+            RunRequest(
+                prompt=line,
+                session_id=session_id,
+                engine=engine,
+                experiment=experiment,
+                ask_back=True,
+            ),
+            progress=ConsoleProgress(),
+            settings=settings,
+        )
+        print_outcome(outcome)
+        if earlier and outcome.status == "SUCCEEDED" and outcome.run_id:
+            _compare_after(outcome, earlier, settings, store)
+    except MlpilotError as exc:
+        console().print(f"error: {exc.one_line()}", markup=False)
 
 
 #: how many earlier runs a follow-up comparison shows beside the new one
@@ -140,18 +167,11 @@ def _scored_runs(session: Any) -> list[str]:
     return [r["run_id"] for r in session.context.get("runs") or [] if r.get("metrics")]
 
 
-def _compare_after(line: str, outcome: Any, earlier: list[str], settings: Any, store: Any) -> None:
+def _compare_after(outcome: Any, earlier: list[str], settings: Any, store: Any) -> None:
     """After "compare with X": the new run beside the conversation's earlier runs."""
     from mlpilot.platform.cli.answers import print_answer
-    from mlpilot.platform.llm.offline import asks_to_compare
     from mlpilot.platform.tools import queries
 
-    if outcome.status != "SUCCEEDED" or not outcome.run_id or not earlier:
-        return
-    if not asks_to_compare(line):
-        return
-    context = queries.QueryContext(
-        settings=settings, store=store, experiment=outcome.experiment or "mlpilot"
-    )
+    context = queries.QueryContext(settings=settings, store=store, experiment=outcome.experiment)
     ids = [*earlier[-COMPARED_RUNS:], outcome.run_id]
     print_answer("compare_runs", queries.compare_runs(context, ids))

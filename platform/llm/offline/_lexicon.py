@@ -300,12 +300,12 @@ BACK_REFERENCE = re.compile(
     rf"{_W}(it|that|this|them|same|again|(the|that|this|my|our) (model|one)|(some )?more|further|again){_E}"
     r"|它|这个|那个|刚才|同样|同一个|再"
 )
-#: "which of my runs had the best f1": a question about the best run, not a list of runs
 #: "across all experiments", "every run", "所有实验": a run listing beyond the conversation
 ALL_EXPERIMENTS = re.compile(
     rf"{_W}(all|every|each|any) (of )?(the |my )?(experiments?|runs)|{_W}across (all |every )?(the )?experiments"
     r"|所有(的)?(实验|运行|runs?)|全部(的)?(实验|运行|runs?)|每个实验"
 )
+#: "which of my runs had the best f1": a question about the best run, not a list of runs
 SUPERLATIVE = re.compile(rf"{_W}(best|highest|lowest|top|worst)\b|最好|最佳|最优|最高|最低")
 #: words that compare two things, for runs named only by their ids ("3fa9c2 vs 7b01de")
 COMPARING = re.compile(
