@@ -44,15 +44,24 @@ def _main_metric(run: dict[str, Any]) -> str:
     return f"{key[5:]}={number(metrics[key])}" if key else ""
 
 
+def _row(table: Any, *cells: str) -> None:
+    """A row of plain text: run names, prompts and parameters come from runs, and a
+    bracket in them is shown, never read as Rich markup (a pipeline could dress up lines)."""
+    from rich.text import Text
+
+    table.add_row(*(Text(cell) for cell in cells))
+
+
 def _table(title: str, columns: list[str], widths: dict[str, int] | None = None) -> Any:
     """A borderless table; ``widths`` are the columns that keep their width (ids, times)
     while the others give way on a narrow terminal."""
     from rich.table import Table
+    from rich.text import Text
 
-    table = Table(title=title, title_justify="left", box=None, pad_edge=False)
+    table = Table(title=Text(title), title_justify="left", box=None, pad_edge=False)
     for column in columns:
         width = (widths or {}).get(column)
-        table.add_column(column, overflow="ellipsis", no_wrap=True, min_width=width)
+        table.add_column(Text(column), overflow="ellipsis", no_wrap=True, min_width=width)
     return table
 
 
@@ -65,7 +74,8 @@ def _runs(answer: dict[str, Any]) -> Any:
     widths = {"run": 8, "experiment": 10, "created": 11, "status": 9, "metric": 16}
     table = _table(title, ["run", "experiment", "created", "status", "metric", "prompt"], widths)
     for run in answer.get("runs") or []:
-        table.add_row(
+        _row(
+            table,
             str(run.get("run_id", ""))[:8],
             str(run.get("experiment") or answer.get("experiment") or ""),
             when(run.get("start_time")),
@@ -79,11 +89,11 @@ def _runs(answer: dict[str, Any]) -> Any:
 def _best(answer: dict[str, Any]) -> Any:
     where = "this conversation" if answer.get("scope") == "session" else "the experiment"
     table = _table(f"best run of {where}, by {answer.get('ranked_by')}", ["", ""])
-    table.add_row("run", str(answer.get("run_id", ""))[:8])
-    table.add_row(str(answer.get("ranked_by", "value")), number(answer.get("value")))
-    table.add_row("created", when(answer.get("start_time")))
-    table.add_row("prompt", str(answer.get("prompt") or "")[:60])
-    table.add_row("model", str(answer.get("model_uri") or ""))
+    _row(table, "run", str(answer.get("run_id", ""))[:8])
+    _row(table, str(answer.get("ranked_by", "value")), number(answer.get("value")))
+    _row(table, "created", when(answer.get("start_time")))
+    _row(table, "prompt", str(answer.get("prompt") or "")[:60])
+    _row(table, "model", str(answer.get("model_uri") or ""))
     return table
 
 
@@ -95,16 +105,16 @@ COMPARE_PARAMS = 8
 def _compare(answer: dict[str, Any]) -> Any:
     runs = answer.get("runs") or []
     table = _table("runs side by side", ["", *(str(r.get("run_id", ""))[:8] for r in runs)])
-    table.add_row("created", *(when(r.get("start_time")) for r in runs))
-    table.add_row("template", *(str(r.get("template") or "") for r in runs))
+    _row(table, "created", *(when(r.get("start_time")) for r in runs))
+    _row(table, "template", *(str(r.get("template") or "") for r in runs))
     keys = [k for k in answer.get("metric_keys") or [] if not k.endswith("_std")]
     keys.sort(key=lambda k: (not k.startswith("test_"), k))  # held-out scores first
     for key in keys[:COMPARE_METRICS]:
-        table.add_row(key, *(number((r.get("metrics") or {}).get(key)) for r in runs))
+        _row(table, key, *(number((r.get("metrics") or {}).get(key)) for r in runs))
     params = list(answer.get("differing_params") or [])
     params.sort(key=lambda p: (p != "model.family", p))
     for param in params[:COMPARE_PARAMS]:
-        table.add_row(param, *(str((r.get("params") or {}).get(param, ""))[:24] for r in runs))
+        _row(table, param, *(str((r.get("params") or {}).get(param, ""))[:24] for r in runs))
     hidden = len(keys[COMPARE_METRICS:]) + len(params[COMPARE_PARAMS:])
     if hidden:
         ids = " ".join(str(r.get("run_id", ""))[:8] for r in runs)
@@ -116,14 +126,15 @@ def _compare(answer: dict[str, Any]) -> Any:
 def _study(answer: dict[str, Any]) -> Any:
     table = _table(f"study {answer.get('name')}", ["", ""])
     states = answer.get("states") or {}
-    table.add_row(
+    _row(
+        table,
         "trials",
         f"{answer.get('n_trials')} ({', '.join(f'{k.lower()} {v}' for k, v in states.items() if v)})",
     )
-    table.add_row("direction", str(answer.get("direction")))
-    table.add_row("best value", number(answer.get("best_value")))
+    _row(table, "direction", str(answer.get("direction")))
+    _row(table, "best value", number(answer.get("best_value")))
     for key, value in (answer.get("best_params") or {}).items():
-        table.add_row(f"  {key}", number(value))
+        _row(table, f"  {key}", number(value))
     return table
 
 
@@ -132,8 +143,12 @@ def _data(answer: dict[str, Any]) -> Any:
         f"{answer.get('path')}: {answer.get('rows')} rows", ["column", "kind", "missing", "unique"]
     )
     for column in answer.get("columns") or []:
-        table.add_row(
-            str(column["name"]), str(column["kind"]), str(column["missing"]), str(column["unique"])
+        _row(
+            table,
+            str(column["name"]),
+            str(column["kind"]),
+            str(column["missing"]),
+            str(column["unique"]),
         )
     return table
 

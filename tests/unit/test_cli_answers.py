@@ -60,3 +60,14 @@ def test_a_comparison_lists_scores_first_and_says_what_it_left_out(
 def test_a_question_back_is_printed_as_itself(capsys: pytest.CaptureFixture[str]) -> None:
     out = _printed(capsys, "none", {"question": "Which column?", "reason": "names nothing"})
     assert out.strip() == "Which column?"
+
+
+def test_brackets_from_a_run_are_shown_not_read_as_markup(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A prompt, experiment or parameter a run carries is printed as it is."""
+    run = {"run_id": "ab" * 16, "experiment": "[bold]exp", "prompt": "[red]x[/red]", "metrics": {}}
+    out = _printed(capsys, "show_runs", {"scope": "all", "runs": [run]})
+    assert "[bold]exp" in out and "[red]x[/red]" in out
+    out = _printed(capsys, "show_study", {"name": "[blink]s", "n_trials": 1, "best_params": {}})
+    assert "study [blink]s" in out
