@@ -41,7 +41,7 @@ RUN_IDS_FIRST, RUN_IDS_COUNT = 1_900_000_000, 4096
 RUN_IDS_FOLDER = "/run/mlpilot/run-ids"
 # The server behind MLPILOT_LLM_BASE_URL: it decides where the thinking budget goes
 # (hosted NIM: top level; self-hosted NIM: under nvext; vLLM and OpenAI: not sent).
-LLM_BACKENDS = ("nim", "nim-selfhosted", "vllm", "openai")
+LLM_BACKENDS = ("nim", "nim-selfhosted", "vllm", "llamacpp", "openai")
 
 DEFAULT_LLM_BASE_URL = "https://integrate.api.nvidia.com/v1"
 DEFAULT_LLM_MODEL = "nvidia/nvidia-nemotron-nano-9b-v2"

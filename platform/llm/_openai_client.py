@@ -100,7 +100,20 @@ def parse_retry_after(headers: Any, now: float | None = None) -> float | None:
     return max(0.0, when.timestamp() - (time.time() if now is None else now))
 
 
-def _retryable(status: int) -> bool:
+# Server words for a fault that is the model's or the server's setup, never transient: a
+# retry gets the same answer (llama.cpp sends the first two as HTTP 500).
+_MODEL_OUTPUT = "does not match the expected"  # "The model produced output that …"
+_NO_JINJA = "requires --jinja"  # "tools param requires --jinja flag"
+_CONTEXT = (
+    "exceeds the available context size",  # llama.cpp
+    "maximum context length",  # vLLM and OpenAI
+    "context_length_exceeded",
+)
+
+
+def _retryable(status: int, detail: str = "") -> bool:
+    if _MODEL_OUTPUT in detail or _NO_JINJA in detail:
+        return False
     return status in (408, 409, 429) or status >= 500
 
 
@@ -132,6 +145,25 @@ def _refusal(status: int, detail: str, endpoint: str, model: str) -> LLMError:
         return LLMError(
             f"the LLM endpoint {endpoint} answered HTTP 404 for model {model!r}: {detail}",
             hint=f"check MLPILOT_LLM_BASE_URL (usually ending in /v1) and MLPILOT_LLM_MODEL, {OFFLINE_HINT}",
+        )
+    if any(words in detail for words in _CONTEXT):
+        return LLMError(
+            f"the model's context window at {endpoint} is smaller than the planner's "
+            f"conversation (HTTP {status}): {detail}",
+            hint="serve the model with a context of 8192 tokens or more (llama-server -c 8192, "
+            f"vLLM --max-model-len 8192), or lower MLPILOT_LLM_MAX_TOKENS, {OFFLINE_HINT}",
+        )
+    if _NO_JINJA in detail:
+        return LLMError(
+            f"the llama.cpp server at {endpoint} cannot take tools (HTTP {status}): {detail}",
+            hint=f"start llama-server with --jinja (and a tool-capable chat template), {OFFLINE_HINT}",
+        )
+    if _MODEL_OUTPUT in detail:
+        return LLMError(
+            f"the model at {endpoint} wrote a reply its server could not read as tool calls "
+            f"(HTTP {status}, the model's fault, so not retried): {detail}",
+            hint="serve a tool-calling model with its own chat template (llama-server --jinja), "
+            f"or set MLPILOT_LLM_REASONING=off, {OFFLINE_HINT}",
         )
     return LLMError(
         f"the LLM endpoint {endpoint} refused the request (HTTP {status}): {detail}",
@@ -194,7 +226,7 @@ def create_with_retries(
             retry_after = parse_retry_after(exc.response.headers)
             if retry_after is not None:
                 entry["retry_after_s"] = round(retry_after, 3)
-            if not _retryable(exc.status_code):
+            if not _retryable(exc.status_code, entry["error"]):
                 entry["elapsed_s"] = round(time.monotonic() - started, 3)
                 log.append(entry)
                 logger.info("LLM endpoint refused: HTTP %s %s", exc.status_code, entry["error"])

@@ -15,8 +15,10 @@ dropped and asked again once, ``<TOOLCALL>`` text the server did not parse is pa
 
 from __future__ import annotations
 
+import json
 import logging
 import time
+import urllib.request
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -101,7 +103,9 @@ class OpenAIPlanner(Planner):
 
             self._client = openai.OpenAI(
                 base_url=self.settings.llm_base_url,
-                api_key=self.settings.llm_api_key,
+                # local servers (llama.cpp, vLLM) take no key, but the client refuses to
+                # start without one; a server that wants one answers 401, which names it
+                api_key=self.settings.llm_api_key or "no-key",
                 timeout=self.settings.llm_timeout_s,
                 max_retries=0,  # retries are ours: logged, with backoff and Retry-After
             )
@@ -216,7 +220,11 @@ class Conversation:
                     raise self.user_error(exc) from None
                 self.log["repairs"] += 1
                 self.say(repair_message(exc.one_line(), self.request.profile, self.steps))
-        raise PlanError(f"the LLM planner did not finish within {self.planner.max_turns} turns")
+        raise PlanError(
+            f"the LLM planner ({self.settings.llm_model}) did not finish within "
+            f"{self.planner.max_turns} turns",
+            hint="rephrase the request more simply, or set MLPILOT_LLM=offline",
+        )
 
     def say(self, content: str) -> None:
         self.messages.append({"role": "user", "content": content})
@@ -225,6 +233,9 @@ class Conversation:
         self.cut_offs += 1
         cap = self.settings.llm_max_tokens
         if self.cut_offs > MAX_CUT_OFFS:
+            # a template that drops the tools leaves a model rambling to the limit
+            if not self.steps and (dropped := self.tools_dropped()) is not None:
+                raise dropped
             raise LLMError(
                 f"the LLM's reply was cut off at MLPILOT_LLM_MAX_TOKENS={cap} tokens "
                 f"{self.cut_offs} times, so there is no plan",
@@ -269,7 +280,17 @@ class Conversation:
         if usage is not None:
             record["usage"] = usage.model_dump(exclude_none=True)
         record.update(describe_reply(reply))
+        self.note_served_model(getattr(response, "model", None))
         return reply
+
+    def note_served_model(self, served: Any) -> None:
+        """Record the model the server says answered: llama.cpp answers with the model it
+        loaded whatever id is asked for, so the asked-for id alone would misname the planner."""
+        if not isinstance(served, str) or not served or "served_model" in self.log:
+            return
+        self.log["served_model"] = served
+        if served != self.settings.llm_model:
+            logger.info("asked for %s, the endpoint served %s", self.settings.llm_model, served)
 
     def create(self, kwargs: dict[str, Any], record: dict[str, Any]) -> Any:
         def send() -> Any:
@@ -350,11 +371,18 @@ class Conversation:
         )
         validated = validate_plan(plan, self.registry, self.request.profile, check_files=False)
         self.log["final_plan"] = validated.plan.to_dict()
+        served = self.log.get("served_model")
+        notes = list(validated.notes)
+        if served and served != self.settings.llm_model:
+            notes.append(
+                f"planned by {served}, the model the endpoint served "
+                f"(MLPILOT_LLM_MODEL asked for {self.settings.llm_model})"
+            )
         return PlanResult(
             plan=validated.plan,
             planner=self.planner.label,
             task=validated.task,
-            notes=list(validated.notes),
+            notes=notes,
             transcript=self.transcript(),
         )
 
@@ -386,6 +414,8 @@ class Conversation:
                 if self.tool_choice == "none"
                 else ""
             )
+            if not server and (dropped := self.tools_dropped()) is not None:
+                return dropped
             return PlanError(
                 f"the LLM planner ({model}) called no tool, so there is no plan",
                 hint=f"{server}rephrase the request, or set MLPILOT_LLM=offline",
@@ -397,6 +427,33 @@ class Conversation:
             hint=(f"{exc.hint}; " if exc.hint else "")
             + "rephrase the request, name the column with --target, or set MLPILOT_LLM=offline",
         )
+
+    def tools_dropped(self) -> PlanError | None:
+        """The error to give when the server's chat template drops the tools, else None."""
+        if not self.template_drops_tools():
+            return None
+        return PlanError(
+            f"the LLM planner ({self.settings.llm_model}) called no tool: the server's chat "
+            "template does not support tools, so the model never saw them",
+            hint="serve the model with a tool-capable chat template (llama-server --jinja "
+            "--chat-template-file FILE), or set MLPILOT_LLM=offline",
+        )
+
+    def template_drops_tools(self) -> bool:
+        """Whether the server says its chat template cannot render tools (llama.cpp's
+        ``/props``): such a template drops them without an error. False when unknown."""
+        root = self.settings.llm_base_url.rstrip("/").removesuffix("/v1")
+        key = self.settings.llm_api_key
+        headers = {"Authorization": f"Bearer {key}"} if key else {}
+        try:
+            request = urllib.request.Request(f"{root}/props", headers=headers)
+            with urllib.request.urlopen(request, timeout=5.0) as answer:
+                caps = json.loads(answer.read(1_000_000)).get("chat_template_caps") or {}
+        except Exception as exc:  # only improves the message: most servers have no /props
+            logger.info("cannot read the endpoint's /props: %s", exc)
+            return False
+        self.log["chat_template_caps"] = caps
+        return caps.get("supports_tools") is False
 
     def transcript(self) -> dict[str, Any]:
         data = {**self.log, "messages": self.messages}

@@ -33,6 +33,7 @@ __all__ = [
     "Tool",
     "ToolRegistry",
     "default_registry",
+    "params_schema",
     "tool",
     "tools_in_module",
 ]
@@ -76,7 +77,7 @@ def default_registry(plugins: Iterable[str] = ()) -> ToolRegistry:
     families.load_plugins(get_settings().family_plugins)
     family_packages = {f.provider for f in families.load_plugins(plugins, strict=False)}
     family_packages |= families.registry().loaded
-    registry = ToolRegistry(_with_models(t, families.plan_names()) for t in BUILTIN_TOOLS)
+    registry = ToolRegistry(_with_families(t, families.plan_names()) for t in BUILTIN_TOOLS)
     extra = _entry_point_tools()
     for module_name in plugins:
         if module_name not in family_packages:
@@ -92,13 +93,44 @@ def default_registry(plugins: Iterable[str] = ()) -> ToolRegistry:
     return registry
 
 
-def _with_models(t: Tool, names: tuple[str, ...]) -> Tool:
+def _with_families(t: Tool, names: tuple[str, ...]) -> Tool:
     """``t`` with its ``model`` argument accepting every registered family (plugins'
-    included); the built-in schema when no plugin family is loaded."""
-    spec = t.parameters["properties"].get("model")
-    wanted = [*names, "auto"]
-    if spec is None or list(spec.get("enum", ())) == wanted:
+    included) and its ``params`` object bounded to the parameters those families take."""
+    props = t.parameters["properties"]
+    if "model" not in props:
         return t
-    parameters = {**t.parameters, "properties": dict(t.parameters["properties"])}
-    parameters["properties"]["model"] = {**spec, "enum": wanted}
-    return dataclasses.replace(t, parameters=parameters)
+    properties = dict(props)
+    properties["model"] = {**props["model"], "enum": [*names, "auto"]}
+    if props.get("params", {}).get("type") == "object":
+        # explicit keys and no others: a constrained decoder (llama.cpp, vLLM) cannot fill
+        # the object with invented keys up to the token limit, as a weak model otherwise does
+        properties["params"] = {
+            **props["params"],
+            "properties": params_schema(names),
+            "additionalProperties": False,
+        }
+    return dataclasses.replace(t, parameters={**t.parameters, "properties": properties})
+
+
+def params_schema(names: Iterable[str]) -> dict[str, dict]:
+    """Every parameter the families ``names`` take, once, with the widest bounds any of
+    them allows (``plan/params.py`` then checks the family a step names)."""
+    from mlpilot.platform.ml import families
+
+    merged: dict[str, dict] = {}
+    for name in names:
+        for param in families.get(name).params:
+            merged[param.name] = _widest(merged.get(param.name), param.schema())
+    return dict(sorted(merged.items()))
+
+
+def _widest(old: dict | None, new: dict) -> dict:
+    if old is None:
+        return new
+    if "enum" in old and "enum" in new:
+        return {"enum": [*old["enum"], *(c for c in new["enum"] if c not in old["enum"])]}
+    if "enum" in old or "enum" in new:
+        return {}  # a choice in one family and a number in another: any value
+    kind = "integer" if old["type"] == new["type"] == "integer" else "number"
+    low, high = min(old["minimum"], new["minimum"]), max(old["maximum"], new["maximum"])
+    return {"type": kind, "minimum": low, "maximum": high}

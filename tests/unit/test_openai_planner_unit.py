@@ -342,10 +342,12 @@ def test_retry_after_forms() -> None:
     assert parse_retry_after({}) is None
 
 
-def _status_error(status: int, headers: dict[str, str] | None = None) -> openai.APIStatusError:
+def _status_error(
+    status: int, headers: dict[str, str] | None = None, message: str = ""
+) -> openai.APIStatusError:
     request = httpx2.Request("POST", f"{ENDPOINT}/chat/completions")
     response = httpx2.Response(status, headers=headers or {}, request=request)
-    body = {"error": {"message": f"server says {status}"}}
+    body = {"error": {"message": message or f"server says {status}"}}
     cls = {429: openai.RateLimitError, 401: openai.AuthenticationError}.get(
         status, openai.InternalServerError
     )
@@ -413,6 +415,83 @@ def test_a_rejected_key_is_not_retried() -> None:
             sleep=lambda s: None,
         )
     assert "NVIDIA_API_KEY" in info.value.one_line() and len(log) == 1
+
+
+def _refusal_of(error: openai.APIStatusError) -> tuple[LLMError, list[dict[str, Any]]]:
+    log: list[dict[str, Any]] = []
+    with pytest.raises(LLMError) as info:
+        create_with_retries(
+            _scripted(error, "not reached"),
+            {"model": "m"},
+            backoff=Backoff(),
+            endpoint=ENDPOINT,
+            timeout_s=5,
+            log=log,
+            sleep=lambda s: None,
+        )
+    return info.value, log
+
+
+@pytest.mark.parametrize(
+    ("status", "message", "words"),
+    [
+        # llama.cpp: the model's reply did not parse as its template's tool-call format
+        (
+            500,
+            "The model produced output that does not match the expected Hermes 2 Pro format",
+            "the model's fault, so not retried",
+        ),
+        (500, "tools param requires --jinja flag", "start llama-server with --jinja"),
+        (
+            400,
+            "request (2175 tokens) exceeds the available context size (1024 tokens), "
+            "try increasing it",
+            "llama-server -c 8192",
+        ),
+        (
+            400,
+            "This model's maximum context length is 4096 tokens. However, you requested "
+            "6000 tokens",
+            "vLLM --max-model-len 8192",
+        ),
+    ],
+)
+def test_a_server_s_own_words_name_the_cause_without_a_retry(
+    status: int, message: str, words: str
+) -> None:
+    error, log = _refusal_of(_status_error(status, message=message))
+    assert len(log) == 1 and error.status == status and error.detail == message[:200]
+    assert words in error.one_line() and "\n" not in error.one_line()
+
+
+def test_a_plain_server_fault_is_still_retried() -> None:
+    log: list[dict[str, Any]] = []
+    create = _scripted(_status_error(500, message="out of memory"), "ok")
+    result = create_with_retries(
+        create,
+        {"model": "m"},
+        backoff=Backoff(),
+        endpoint=ENDPOINT,
+        timeout_s=5,
+        log=log,
+        sleep=lambda s: None,
+    )
+    assert result == "ok" and [e["status"] for e in log] == [500, 200]
+
+
+def test_train_model_params_are_bounded_to_the_families_parameters() -> None:
+    from mlpilot.platform.ml import families
+    from mlpilot.platform.tools import params_schema
+
+    spec = default_registry().get("train_model").parameters["properties"]["params"]
+    assert spec["additionalProperties"] is False
+    assert spec["properties"] == params_schema(families.plan_names())
+    # widest bounds across families: rf caps n_estimators at 5000, the boosters at 10000
+    assert spec["properties"]["n_estimators"] == {"type": "integer", "minimum": 1, "maximum": 10000}
+    assert spec["properties"]["learning_rate"]["type"] == "number"
+    assert spec["properties"]["categorical"] == {"enum": ["encoded", "native"]}
+    every = {p.name for name in families.plan_names() for p in families.get(name).params}
+    assert set(spec["properties"]) == every
 
 
 def test_a_long_retry_after_is_not_waited_for() -> None:

@@ -65,6 +65,15 @@ class Param:
             return None
         return self.limit or (float(self.low or 0), float(self.high or 0))
 
+    def schema(self) -> dict[str, Any]:
+        """The JSON schema of the values a plan may set (the ``limit``, not the search range)."""
+        if self.kind == "choice":
+            return {"enum": list(self.choices)}
+        low, high = self.bounds or (0.0, 0.0)
+        if self.kind == "int":
+            return {"type": "integer", "minimum": int(low), "maximum": int(high)}
+        return {"type": "number", "minimum": low, "maximum": high}
+
 
 def int_param(
     name: str,
