@@ -60,7 +60,7 @@ def _plan(server: LlamaServer, profile: DataProfile, home: Path, **env: str) -> 
             "MLPILOT_LLM_BACKEND": "llamacpp",
             "MLPILOT_LLM_BASE_URL": server.base_url,
             "MLPILOT_LLM_MODEL": ASKED_MODEL,
-            "MLPILOT_LLM_MAX_TOKENS": "256",
+            "MLPILOT_LLM_MAX_TOKENS": "128",
             **env,
         }
     )
@@ -123,7 +123,7 @@ def test_a_template_that_drops_the_tools_is_named(
     model: Path, profile: DataProfile, tmp_path: Path
 ) -> None:
     with LlamaServer(model) as plain:  # the GGUF's own template: no tools in it
-        outcome = _plan(plain, profile, tmp_path, MLPILOT_LLM_MAX_TOKENS="96")
+        outcome = _plan(plain, profile, tmp_path, MLPILOT_LLM_MAX_TOKENS="32")
     line = outcome["error"].one_line()
     assert "chat template does not support tools" in line and "--jinja" in line
     assert outcome["transcript"]["chat_template_caps"]["supports_tools"] is False
