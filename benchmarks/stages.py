@@ -186,9 +186,9 @@ def table(
     for row in cpu:
         other = by_name.get(row["row"])
         gpu_device = describe_device(other["device"]) if other else None
-        ratio = None
-        if other and other["seconds"] and (other["device"] or {}).get("device") == "gpu":
-            ratio = round(row["seconds"] / other["seconds"], 2)
+        # every row measured on both engines gets its ratio and the GPU leg's GPU share
+        ratio = round(row["seconds"] / other["seconds"], 2) if other and other["seconds"] else None
+        share = ((other or {}).get("device") or {}).get("gpu_share")
         lines.append(
             {
                 **{k: v for k, v in row.items() if k not in ("seconds", "device")},
@@ -197,6 +197,7 @@ def table(
                 "gpu_s": other["seconds"] if other else None,
                 "gpu_device": gpu_device or "unavailable",
                 "speedup": ratio,
+                "gpu_share": share,
             }
         )
     return lines
@@ -209,8 +210,8 @@ def print_table(
         f"machine: {hardware.get('cpu')} ({hardware.get('cpu_count')} cores, "
         f"{hardware.get('memory_gb')} GiB), GPU: {hardware.get('gpu') or 'none'}"
     )
-    print("| row | size | CPU s | CPU device | GPU s | GPU device | CPU/GPU |")
-    print("|---|---|---|---|---|---|---|")
+    print("| row | size | CPU s | CPU device | GPU s | GPU device | CPU/GPU | GPU share |")
+    print("|---|---|---|---|---|---|---|---|")
     for line in lines:
         size = f"{line.get('rows', '')} rows"
         if line.get("columns"):
@@ -219,9 +220,10 @@ def print_table(
             size += f", {line['trials']} trials"
         gpu_s = f"{line['gpu_s']:.2f}" if line["gpu_s"] is not None else "—"
         ratio = f"{line['speedup']:.1f}×" if line["speedup"] else "—"
+        share = f"{line['gpu_share']:.0%}" if line.get("gpu_share") is not None else "—"
         print(
             f"| {line['row']} | {size} | {line['cpu_s']:.2f} | {line['cpu_device']} | "
-            f"{gpu_s} | {line['gpu_device']} | {ratio} |"
+            f"{gpu_s} | {line['gpu_device']} | {ratio} | {share} |"
         )
     print("whole process: " + ", ".join(f"{k} {v:.1f} s" for k, v in wall.items()))
 

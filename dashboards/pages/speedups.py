@@ -85,16 +85,20 @@ def show_one(bench_id: str | None) -> Any:
 
 def _stage_table(bench: dict[str, Any]) -> html.Table:
     """Each stage's times, where each leg really ran, and its speedup or why it has none."""
-    header = ("stage", "CPU s", "GPU s", "CPU device", "GPU device", "speedup")
+    header = ("stage", "CPU s", "GPU s", "CPU device", "GPU device", "GPU share", "speedup")
     rows = []
     for stage, row in (bench.get("stages") or {}).items():
         speedup = f"{row['speedup']:.2f}×" if row.get("speedup") else (row.get("refused") or "—")
+        if row.get("kind") == "mostly_cpu" and row.get("ratio"):
+            speedup = f"{row['ratio']:.2f}× (mostly CPU, not a GPU speedup)"
+        share = row.get("gpu_share")
         cells = (
             stage,
             _seconds(row.get("cpu_s")),
             _seconds(row.get("gpu_s")),
             row.get("cpu_device") or "—",
             row.get("gpu_device") or "—",
+            f"{share:.0%}" if share is not None else "—",
             speedup,
         )
         rows.append(html.Tr([html.Td(str(c)) for c in cells]))

@@ -37,7 +37,7 @@ from mlpilot.platform.execution import (
     cuda_device_status,
     gpu_probe,
 )
-from mlpilot.platform.ml.devices import cuda_driver_report, describe_device
+from mlpilot.platform.ml.devices import cpu_leaves, cuda_driver_report, describe_device
 from mlpilot.platform.ml.protocol import DEVICE_GPU
 from mlpilot.tracking import vocab
 
@@ -118,31 +118,98 @@ def metrics_agree(
     return True, f"test metrics agree within {tolerance:.1%}"
 
 
+#: a stage row's kind: a GPU speedup, a ratio of a stage that spent most of its time on
+#: the CPU, or the engines end to end
+KIND_GPU, KIND_MOSTLY_CPU, KIND_ENGINES = "gpu", "mostly_cpu", "engines"
+
+
 def speedup_rows(
-    cpu: LegSummary, gpu: LegSummary | None, gpu_reason: str, agree: tuple[bool, str]
+    cpu: LegSummary,
+    gpu: LegSummary | None,
+    gpu_reason: str,
+    agree: tuple[bool, str],
+    share_min: float = 0.5,
 ) -> dict[str, dict[str, Any]]:
-    """Per stage: CPU and GPU seconds, the devices, and the speedup or why there is none."""
+    """Per stage: CPU and GPU seconds, the devices, the GPU leg's GPU share, and the ratio.
+
+    A stage's ratio is reported when both legs ran it and their metrics agree: a GPU
+    speedup when at least ``share_min`` of its GPU-leg time was on the GPU, else as
+    "mostly CPU" (``speedup`` stays None). ``total`` and ``wall`` compare the engines and
+    are reported whenever both legs succeeded (with the metrics' disagreement noted).
+    """
     rows: dict[str, dict[str, Any]] = {}
-    any_gpu = gpu is not None and any(
-        (record or {}).get("device") == DEVICE_GPU for record in gpu.devices.values()
-    )
     for stage, cpu_s in cpu.timings.items():
         gpu_s = gpu.timings.get(stage) if gpu is not None else None
+        record = (gpu.devices.get(stage) if gpu is not None else None) or {}
+        engines = stage in ENGINE_ROWS
         row: dict[str, Any] = {
             "cpu_s": cpu_s,
             "gpu_s": gpu_s,
+            "ratio": round(cpu_s / gpu_s, 4) if gpu_s else None,
             "speedup": None,
-            "cpu_device": describe_device(cpu.devices.get(stage))
-            if stage not in ENGINE_ROWS
-            else "cpu",
+            "kind": None,
+            "gpu_share": _engine_share(gpu) if engines else record.get("gpu_share"),
+            "cpu_device": "cpu" if engines else describe_device(cpu.devices.get(stage)),
             "gpu_device": _gpu_device(gpu, stage),
+            "cpu_leaves": None if engines else cpu_leaves(record) or None,
             "refused": None,
+            "note": None,
         }
-        row["refused"] = _refusal(stage, row, gpu, gpu_reason, agree, any_gpu)
-        if row["refused"] is None and gpu_s:
-            row["speedup"] = round(cpu_s / gpu_s, 4)
+        row["refused"] = _refusal(stage, row, gpu, gpu_reason, agree)
+        if row["refused"] is None:
+            _classify(stage, row, record, agree, share_min)
         rows[stage] = row
     return rows
+
+
+def _classify(
+    stage: str,
+    row: dict[str, Any],
+    record: dict[str, Any],
+    agree: tuple[bool, str],
+    share_min: float,
+) -> None:
+    share = row["gpu_share"]
+    if stage in ENGINE_ROWS:
+        row["kind"], row["speedup"] = KIND_ENGINES, row["ratio"]
+        row["note"] = None if agree[0] else agree[1]
+    elif share is None:  # untimed (no cuml.accel profile): the device decides, as before 26
+        if record.get("device") == DEVICE_GPU:
+            row["kind"], row["speedup"] = KIND_GPU, row["ratio"]
+        else:
+            row["refused"] = f"ran {describe_device(record)} in the GPU leg, not on the GPU"
+    elif share >= share_min:
+        row["kind"], row["speedup"] = KIND_GPU, row["ratio"]
+    else:
+        row["kind"] = KIND_MOSTLY_CPU
+        row["note"] = f"mostly CPU: {share:.0%} of its time on the GPU (under {share_min:.0%})"
+
+
+def _engine_share(gpu: LegSummary | None) -> float | None:
+    """The GPU leg's GPU seconds over its stages' seconds (None: untimed)."""
+    if gpu is None:
+        return None
+    records = [(s, r) for s, r in gpu.devices.items() if r and r.get("gpu_s") is not None]
+    seconds = sum(gpu.tracked_timings.get(s, 0.0) for s, _ in records)
+    if not records or not seconds:
+        return None
+    return round(min(sum(r["gpu_s"] for _, r in records) / seconds, 1.0), 4)
+
+
+def describe_row(stage: str, row: dict[str, Any]) -> str:
+    """``train 6.1×, 96 % of its time on the GPU; SimpleImputer on the CPU 0.2 s``."""
+    if row.get("refused"):
+        return f"{stage}: no ratio ({row['refused']})"
+    text = f"{stage} {row['ratio']:.1f}×" if row.get("ratio") else f"{stage}: —"
+    if row.get("kind") == KIND_MOSTLY_CPU:
+        text += " (mostly CPU, not a GPU speedup)"
+    if row.get("gpu_share") is not None:
+        text += f", {row['gpu_share']:.0%} of its time on the GPU"
+    if row.get("cpu_leaves"):
+        text += f"; {row['cpu_leaves']}"
+    if row.get("note") and row.get("kind") == KIND_ENGINES:
+        text += f" ({row['note']})"
+    return text
 
 
 def _gpu_device(gpu: LegSummary | None, stage: str) -> str | None:
@@ -165,19 +232,14 @@ def _refusal(
     gpu: LegSummary | None,
     gpu_reason: str,
     agree: tuple[bool, str],
-    any_gpu: bool,
 ) -> str | None:
+    """Why a stage has no ratio at all (None: it has one)."""
     if gpu is None:
         return f"GPU leg unavailable: {gpu_reason}"
     if not row["gpu_s"]:
         return "the GPU leg did not time this stage"
-    if not agree[0]:
+    if not agree[0] and stage not in ENGINE_ROWS:
         return agree[1]
-    if stage in ENGINE_ROWS:
-        return None if any_gpu else "no stage of the GPU leg ran on the GPU"
-    record = gpu.devices.get(stage) or {}
-    if record.get("device") != DEVICE_GPU:
-        return f"ran {describe_device(record)} in the GPU leg, not on the GPU"
     return None
 
 
@@ -198,6 +260,11 @@ class LegSummary:
     @property
     def devices(self) -> dict[str, dict[str, Any]]:
         return dict(self.tracked.result.devices) if self.tracked.result else {}
+
+    @property
+    def tracked_timings(self) -> dict[str, float]:
+        """The tracked run's own stage times (its devices' shares are of these)."""
+        return dict(self.tracked.result.timings) if self.tracked.result else {}
 
     @property
     def metrics(self) -> dict[str, float]:
@@ -355,7 +422,11 @@ def _record(
         if cpu is not None and gpu is not None
         else (False, "")
     )
-    rows = speedup_rows(cpu, gpu, measured.gpu_reason, agree) if cpu is not None else {}
+    rows = (
+        speedup_rows(cpu, gpu, measured.gpu_reason, agree, settings.gpu_share_min)
+        if cpu is not None
+        else {}
+    )
     speedups = {f"speedup_{s}": r["speedup"] for s, r in rows.items() if r["speedup"] is not None}
     if speedups:
         logger.log_metrics(speedups)
@@ -366,9 +437,9 @@ def _record(
     tags = {vocab.TAG_COMPARE_GPU: "ran" if ran else f"unavailable: {measured.gpu_reason}"[:500]}
     tags.update(
         {
-            vocab.speedup_tag(s): f"refused: {r['refused']}"[:500]
+            vocab.speedup_tag(s): (f"refused: {r['refused']}" if r["refused"] else r["note"])[:500]
             for s, r in rows.items()
-            if r["refused"]
+            if r["refused"] or r["kind"] == KIND_MOSTLY_CPU
         }
     )
     logger.set_tags(tags)
@@ -376,10 +447,15 @@ def _record(
     store.save_benchmark(uuid.uuid4().hex, benchmark)
     logger.log_dict(benchmark, "benchmark.json")
     refused = sum(1 for r in rows.values() if r["refused"])
+    mostly_cpu = sum(1 for r in rows.values() if r["kind"] == KIND_MOSTLY_CPU)
     outcome.notes.append(
         ("GPU leg: ran" if ran else f"GPU leg: unavailable ({measured.gpu_reason})")
-        + f"; {len(speedups)} speedup(s) reported, {refused} refused (reasons in benchmark.json)"
+        + f"; {len(speedups)} speedup(s) reported, {mostly_cpu} mostly on the CPU, "
+        + f"{refused} refused (reasons in benchmark.json)"
     )
+    for stage, row in rows.items():
+        if row["ratio"] is not None and row["refused"] is None and stage not in ENGINE_ROWS:
+            outcome.notes.append(f"speedup: {describe_row(stage, row)}")
 
 
 def _benchmark(

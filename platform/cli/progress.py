@@ -19,6 +19,7 @@ _STAGE_LABELS = {
     "tune": "tuning",
     "evaluate": "cross-validating",
     "importance": "feature importance",
+    "refit": "refitting on every row",
     "log_model": "logging the model",
     "register": "registering",
     "predict": "predicting",

@@ -104,6 +104,9 @@ def _gpu_settings(get: Callable[[str, str], str | None]) -> dict[str, Any]:
         "compare_tolerance": _positive_float(
             "MLPILOT_COMPARE_TOLERANCE", get("MLPILOT_COMPARE_TOLERANCE", "0.02") or "0.02"
         ),
+        "gpu_share_min": _positive_float(
+            "MLPILOT_GPU_SHARE_MIN", get("MLPILOT_GPU_SHARE_MIN", "0.5") or "0.5"
+        ),
         "gpu_probe_ttl_s": _positive_float(
             "MLPILOT_GPU_PROBE_TTL", get("MLPILOT_GPU_PROBE_TTL", "86400") or "86400"
         ),
@@ -281,6 +284,9 @@ class Settings:
     #: --engine compare: largest difference of the legs' test metrics a speedup accepts
     #: (relative, or absolute for scores within [-1, 1])
     compare_tolerance: float = 0.02
+    #: --engine compare: a stage is a GPU speedup when at least this share of its GPU-leg
+    #: time ran on the GPU (else its ratio is reported as "mostly CPU")
+    gpu_share_min: float = 0.5
     #: how long a GPU probe verdict is trusted for one environment, seconds
     gpu_probe_ttl_s: float = 86400.0
     #: plugin packages whose model families (entry-point group ``mlpilot.families``) are

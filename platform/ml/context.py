@@ -291,7 +291,7 @@ class PipelineRun:
             elapsed = time.perf_counter() - start
             self.timings[name] = round(self.timings.get(name, 0.0) + elapsed, 4)
             self.result.stage_memory_mb[name] = peak_memory_mb()
-            record = self.devices.stage_ended(name)
+            record = self.devices.stage_ended(name, self.timings[name])
             self.result.devices[name] = record
             release_stage_memory(self.engine)
             self.event(
@@ -314,17 +314,18 @@ class PipelineRun:
         return self
 
     def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> bool:
-        self.devices.stop()
         if exc is None and self._startup_error is not None:
             exc, tb = self._startup_error, None
-        if exc is None:
-            try:
-                self._finish()
-            except BaseException as finish_exc:
-                logger.debug(
-                    "finishing the pipeline failed; it is recorded as its error: %s", finish_exc
-                )
-                exc, tb = finish_exc, finish_exc.__traceback__
+        try:
+            if exc is None:
+                self._finish()  # the finishers' stages (refit, log_model) are measured too
+        except BaseException as finish_exc:
+            logger.debug(
+                "finishing the pipeline failed; it is recorded as its error: %s", finish_exc
+            )
+            exc, tb = finish_exc, finish_exc.__traceback__
+        finally:
+            self.devices.stop()
         if exc is not None:
             self._fail(exc, tb)
         self._write_result(protocol.SUCCEEDED if exc is None else protocol.FAILED)

@@ -16,16 +16,32 @@ call. Evidence per stage therefore comes from four measurements:
 
 A stage is ``gpu`` when it has GPU evidence and none of the CPU, ``mixed`` when it has
 both, and ``cpu`` otherwise: without evidence nothing is claimed for the GPU.
+
+Presence is not enough to report a speedup (every model stage holds a scikit-learn
+imputer that cuML never proxies), so each stage also records *time*: the GPU and CPU
+seconds of every proxied call from ``cuml.accel.profile(quiet=True)``
+(``ProfileResults.method_calls``, public from 25.08), the seconds of every call of a leaf
+that is not a proxy (an imputer, LightGBM) and of XGBoost's and CatBoost's fit and predict
+(the device read from the fitted model), and the seconds of cudf.pandas' fast and slow
+calls (its ``_fast_slow_function_call``, as cudf.pandas' own profiler reads it). Only the
+outermost timed call on a thread counts (a leaf's own pandas calls are the leaf's time).
+The stage's ``gpu_share`` is its GPU seconds over its wall seconds, at most 1: a proxied
+call that itself makes cudf.pandas calls is counted twice, so a share near 1 means
+"nearly all", not an exact figure.
 """
 
 from __future__ import annotations
 
 import ctypes
+import functools
+import inspect
 import io
 import logging
 import re
 import sys
-from collections.abc import Iterator
+import threading
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -89,16 +105,24 @@ def parse_accel_log(text: str) -> list[AccelCall]:
 
 @dataclass
 class StageEvidence:
-    """What one stage ran where."""
+    """What one stage ran where, and for how long (seconds per call, where timed)."""
 
     gpu: set[str] = field(default_factory=set)
     cpu: set[str] = field(default_factory=set)
     reasons: dict[str, str] = field(default_factory=dict)
+    gpu_s: dict[str, float] = field(default_factory=dict)
+    cpu_s: dict[str, float] = field(default_factory=dict)
 
-    def add(self, call: str, device: str, reason: str | None = None) -> None:
-        (self.gpu if device == DEVICE_GPU else self.cpu).add(call)
-        if device != DEVICE_GPU and reason and call not in self.reasons:
+    def add(
+        self, call: str, device: str, reason: str | None = None, seconds: float | None = None
+    ) -> None:
+        on_gpu = device == DEVICE_GPU
+        (self.gpu if on_gpu else self.cpu).add(call)
+        if not on_gpu and reason and call not in self.reasons:
             self.reasons[call] = reason
+        if seconds is not None:
+            times = self.gpu_s if on_gpu else self.cpu_s
+            times[call] = times.get(call, 0.0) + max(float(seconds), 0.0)
 
     @property
     def device(self) -> str:
@@ -106,13 +130,36 @@ class StageEvidence:
             return DEVICE_MIXED
         return DEVICE_GPU if self.gpu else DEVICE_CPU
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, seconds: float | None = None, timed: bool = False) -> dict[str, Any]:
+        """The stage's record; ``gpu_share`` only where its calls were timed (``timed``)
+        and its wall ``seconds`` are known."""
+        gpu_s = sum(self.gpu_s.values())
+        share = min(gpu_s / seconds, 1.0) if timed and seconds else None
         return {
             "device": self.device,
             "gpu": sorted(self.gpu),
             "cpu": sorted(self.cpu),
             "reasons": dict(sorted(self.reasons.items())),
+            "gpu_s": round(gpu_s, 4) if timed else None,
+            "gpu_share": None if share is None else round(share, 4),
+            "gpu_calls_s": _rounded(self.gpu_s),
+            "cpu_calls_s": _rounded(self.cpu_s),
         }
+
+
+def _rounded(times: dict[str, float]) -> dict[str, float]:
+    return {k: round(v, 4) for k, v in sorted(times.items(), key=lambda kv: -kv[1])}
+
+
+def cpu_leaves(record: dict[str, Any] | None, top: int = 3) -> str:
+    """``SimpleImputer on the CPU 0.2 s, …``: a stage's slowest CPU calls with their time."""
+    times = (record or {}).get("cpu_calls_s") or {}
+    parts = [f"{call} on the CPU {_secs(s)}" for call, s in list(times.items())[:top]]
+    return ", ".join(parts)
+
+
+def _secs(seconds: float) -> str:
+    return f"{seconds:.1f} s" if seconds >= 0.1 else f"{seconds * 1000:.0f} ms"
 
 
 def describe_device(record: dict[str, Any] | None) -> str:
@@ -198,19 +245,42 @@ def _is_proxy(estimator: Any) -> bool:
     return bool(is_proxy(estimator))
 
 
+# -- timing: only the outermost timed call on a thread counts ---------------------------------------
+_DEPTH = threading.local()
+
+
+def _outermost(record: Callable[[float], None], call: Callable[[], Any]) -> Any:
+    """``call()``, its seconds handed to ``record`` unless a timed call is already running
+    on this thread (then the outer call owns the time)."""
+    if getattr(_DEPTH, "n", 0):
+        return call()
+    _DEPTH.n = 1
+    start = time.perf_counter()
+    try:
+        return call()
+    finally:
+        _DEPTH.n = 0
+        record(time.perf_counter() - start)
+
+
 # -- cudf.pandas: GPU calls versus pandas fallbacks -------------------------------------------------
 class PandasCounter:
-    """Counts cudf.pandas' fast (GPU) and slow (pandas) calls through its profiling hooks.
+    """Counts and times cudf.pandas' fast (GPU) and slow (pandas) calls.
 
     ``_fast_function_call``/``_slow_function_call`` are the placeholders cudf.pandas calls
-    on each path (present from 25.08 on); without them nothing is counted, and a stage
-    gets no pandas evidence rather than a guess.
+    on each path (present from 25.08 on): they count. ``_fast_slow_function_call`` (every
+    proxied call goes through it and returns ``(result, fast)``) is wrapped in every
+    cudf.pandas module that holds it, for the time. Without the placeholders nothing is
+    counted, and a stage gets no pandas evidence rather than a guess.
     """
 
     def __init__(self) -> None:
         self.fast = 0
         self.slow = 0
+        self.fast_s = 0.0
+        self.slow_s = 0.0
         self.installed = False
+        self.timed = False
 
     def install(self) -> bool:
         try:
@@ -232,10 +302,83 @@ class PandasCounter:
 
         proxy._fast_function_call, proxy._slow_function_call = on_fast, on_slow
         self.installed = True
+        self.timed = self._time(getattr(proxy, "_fast_slow_function_call", None))
         return True
 
-    def snapshot(self) -> tuple[int, int]:
-        return self.fast, self.slow
+    def _time(self, original: Any) -> bool:
+        if not callable(original):
+            return False
+
+        @functools.wraps(original)
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            if getattr(_DEPTH, "n", 0):
+                return original(*args, **kwargs)
+            _DEPTH.n = 1
+            start = time.perf_counter()
+            try:
+                result = original(*args, **kwargs)
+            finally:
+                _DEPTH.n = 0
+            seconds = time.perf_counter() - start
+            if result[1]:
+                self.fast_s += seconds
+            else:
+                self.slow_s += seconds
+            return result
+
+        for name, module in list(sys.modules.items()):
+            held = getattr(module, "_fast_slow_function_call", None)
+            if name.startswith("cudf.pandas") and held is original:
+                module._fast_slow_function_call = timed
+        return True
+
+    def snapshot(self) -> tuple[int, int, float, float]:
+        return self.fast, self.slow, self.fast_s, self.slow_s
+
+
+# -- leaves that are not cuml.accel proxies: their calls, timed ----------------------------------
+#: the estimator methods a stage spends its time in
+TIMED_METHODS = (
+    "fit",
+    "partial_fit",
+    "fit_transform",
+    "transform",
+    "predict",
+    "predict_proba",
+    "predict_log_proba",
+    "decision_function",
+)
+_PATCHED: set[type] = set()
+
+
+def time_leaf_class(cls: type) -> None:
+    """Time ``cls``'s own estimator methods in this process (once per class).
+
+    The class is patched, not the instance: a fitted model pickles as before. A method
+    that is not a plain function (scikit-learn's ``available_if`` descriptors, which
+    decide whether ``predict_proba`` exists) keeps its descriptor untouched.
+    """
+    if cls in _PATCHED:
+        return
+    _PATCHED.add(cls)
+    for method in TIMED_METHODS:
+        raw = inspect.getattr_static(cls, method, None)
+        if inspect.isfunction(raw):
+            setattr(cls, method, _timed_method(raw, method))
+
+
+def _timed_method(func: Callable[..., Any], method: str) -> Callable[..., Any]:
+    @functools.wraps(func)
+    def timed(self: Any, *args: Any, **kwargs: Any) -> Any:
+        collector = _ACTIVE
+        if collector is None:
+            return func(self, *args, **kwargs)
+        return _outermost(
+            lambda seconds: collector.leaf_called(self, method, seconds),
+            lambda: func(self, *args, **kwargs),
+        )
+
+    return timed
 
 
 def accelerator_status() -> dict[str, Any]:
@@ -334,19 +477,27 @@ class StageDevices:
         self.engine = engine
         self.measuring = engine == DEVICE_GPU
         self.evidence: dict[str, StageEvidence] = {}
-        self._open: list[tuple[str, tuple[int, int]]] = []
+        self._open: list[tuple[str, tuple[Any, ...]]] = []
         self._pending: dict[str, list[Any]] = {}
         self._parser = AccelLogParser()
         self._pandas = PandasCounter()
         self._stdout: Any = None
+        self._profile: AccelProfile | None = None
+
+    @property
+    def timed(self) -> bool:
+        """Whether stages get a GPU share: cuml.accel's profile is on in this process."""
+        return self._profile is not None
 
     def start(self) -> None:
-        """Begin measuring: cuml.accel logging on, stdout tapped, pandas calls counted."""
+        """Begin measuring: cuml.accel logging and profile on, stdout tapped, pandas calls
+        counted and timed."""
         global _ACTIVE
         _ACTIVE = self
         if not self.measuring:
             return
         set_accel_log_level("info")
+        self._profile = AccelProfile.start()
         self._pandas.install()
         self._stdout = sys.stdout
         sys.stdout = _LineTap(sys.stdout, self.on_line)
@@ -357,6 +508,8 @@ class StageDevices:
             sys.stdout.flush()
             sys.stdout = self._stdout
             self._stdout = None
+        if self._profile is not None:
+            self._profile.stop()
         if _ACTIVE is self:
             _ACTIVE = None
 
@@ -368,28 +521,49 @@ class StageDevices:
 
     def stage_started(self, name: str) -> None:
         self.evidence.setdefault(name, StageEvidence())
-        self._open.append((name, self._pandas.snapshot()))
+        profiled = self._profile.snapshot() if self._profile is not None else {}
+        self._open.append((name, (*self._pandas.snapshot(), profiled)))
 
-    def stage_ended(self, name: str) -> dict[str, Any]:
-        """The stage's device record (accumulated over every time the stage ran)."""
+    def stage_ended(self, name: str, seconds: float | None = None) -> dict[str, Any]:
+        """The stage's device record (accumulated over every time the stage ran);
+        ``seconds``: its wall time so far, for the GPU share."""
         index = max(i for i, (open_name, _) in enumerate(self._open) if open_name == name)
-        _, (fast0, slow0) = self._open.pop(index)
+        _, (fast0, slow0, fast_s0, slow_s0, profiled) = self._open.pop(index)
         evidence = self.evidence[name]
         for model in self._pending.pop(name, []):
             self._record_booster(evidence, model)
-        fast, slow = self._pandas.snapshot()
+        fast, slow, fast_s, slow_s = self._pandas.snapshot()
+        timed = self._pandas.timed
         if fast > fast0:
-            evidence.add(PANDAS_GPU, DEVICE_GPU)
+            evidence.add(PANDAS_GPU, DEVICE_GPU, seconds=fast_s - fast_s0 if timed else None)
         if slow > slow0:
-            evidence.add(PANDAS_CPU, DEVICE_CPU, f"{slow - slow0} pandas call(s) fell back")
-        return evidence.to_dict()
+            why = f"{slow - slow0} pandas call(s) fell back"
+            evidence.add(PANDAS_CPU, DEVICE_CPU, why, slow_s - slow_s0 if timed else None)
+        if self._profile is not None:
+            for call in self._profile.since(profiled):
+                evidence.add(*call)
+        return evidence.to_dict(seconds, self.timed)
 
     def observe(self, model: Any) -> None:
-        if not self.measuring or not self._open:
+        if not self.measuring:
             return
         for leaf in model_leaves(model):
+            if not _is_proxy(leaf) and not type(leaf).__module__.startswith("mlpilot"):
+                time_leaf_class(type(leaf))
             for name, _ in self._open:
                 self._record_leaf(name, leaf)
+
+    def leaf_called(self, leaf: Any, method: str, seconds: float) -> None:
+        """A timed call of a leaf that is no proxy (``time_leaf_class``), in every open stage."""
+        family = _native_family(leaf)
+        if family is not None:
+            device = booster_device(leaf) or DEVICE_CPU
+            call = f"{type(leaf).__name__}.{method}"
+            why = None if device == DEVICE_GPU else f"{family.label}'s booster ran on the CPU"
+        else:
+            device, call, why = DEVICE_CPU, type(leaf).__name__, NOT_PROXIED
+        for name, _ in self._open:
+            self.evidence[name].add(call, device, why, seconds)
 
     def _record_leaf(self, stage: str, leaf: Any) -> None:
         evidence = self.evidence[stage]
@@ -412,6 +586,70 @@ class StageDevices:
 
     def records(self) -> dict[str, dict[str, Any]]:
         return {name: evidence.to_dict() for name, evidence in self.evidence.items()}
+
+
+# -- cuml.accel's profile: GPU and CPU seconds per proxied call ------------------------------------
+#: a call's counters in ``ProfileResults.method_calls``: gpu calls, gpu s, cpu calls, cpu s, reasons
+Counters = tuple[int, float, int, float, frozenset]
+
+
+class AccelProfile:
+    """``cuml.accel.profile(quiet=True)`` held open for the whole pipeline; each stage reads
+    what changed while it was open (``since``)."""
+
+    def __init__(self, context: Any, results: Any) -> None:
+        self._context, self.results = context, results
+
+    @classmethod
+    def start(cls) -> AccelProfile | None:
+        try:
+            import cuml.accel
+
+            context = cuml.accel.profile(quiet=True)
+            return cls(context, context.__enter__())
+        except Exception as exc:  # no cuml.accel, or one before 25.08: stages get no share
+            logger.debug("cuml.accel.profile unavailable: %s", exc)
+            return None
+
+    def stop(self) -> None:
+        context, self._context = self._context, None
+        if context is not None:
+            context.__exit__(None, None, None)
+
+    def snapshot(self) -> dict[str, Counters]:
+        return profile_counters(self.results)
+
+    def since(self, before: dict[str, Counters]) -> list[tuple[str, str, str | None, float]]:
+        return profile_calls(before, self.snapshot())
+
+
+def profile_counters(results: Any) -> dict[str, Counters]:
+    """The counters of a ``ProfileResults`` (``method_calls``: name → ``MethodStats``)."""
+    return {
+        name: (
+            int(stats.gpu_calls),
+            float(stats.gpu_time),
+            int(stats.cpu_calls),
+            float(stats.cpu_time),
+            frozenset(stats.fallback_reasons),
+        )
+        for name, stats in dict(getattr(results, "method_calls", {}) or {}).items()
+    }
+
+
+def profile_calls(
+    before: dict[str, Counters], after: dict[str, Counters]
+) -> list[tuple[str, str, str | None, float]]:
+    """``(call, device, reason, seconds)`` for what ran between two snapshots."""
+    calls: list[tuple[str, str, str | None, float]] = []
+    for name, (gpu_n, gpu_t, cpu_n, cpu_t, reasons) in after.items():
+        gpu_n0, gpu_t0, cpu_n0, cpu_t0, reasons0 = before.get(name, (0, 0.0, 0, 0.0, frozenset()))
+        if gpu_n > gpu_n0:
+            calls.append((name, DEVICE_GPU, None, gpu_t - gpu_t0))
+        if cpu_n > cpu_n0:
+            why = "; ".join(sorted(reasons - reasons0 or reasons)) or "ran on the CPU"
+            calls.append((name, DEVICE_CPU, why, cpu_t - cpu_t0))
+    return calls
 
 
 # -- the CUDA driver, asked directly (no Python GPU package needed) --------------------------------

@@ -123,8 +123,12 @@ def test_compare_reports_speedups_only_where_the_gpu_ran(tmp_path: Path, sales_c
     for stage, row in bench["stages"].items():
         metric = outcome["metrics"].get(f"speedup_{stage}")
         if row["speedup"] is None:
-            assert row["refused"] and metric is None, stage
+            assert row["refused"] or row["kind"] == "mostly_cpu", stage
+            assert metric is None, stage
         else:
             assert metric == row["speedup"] and row["refused"] is None
-            assert stage in ("total", "wall") or row["gpu_device"] == "gpu", row
+            assert stage in ("total", "wall") or row["gpu_share"] >= 0.5, row
+    # the headline rows exist on a real GPU: the engines and the model's training
+    assert bench["stages"]["total"]["speedup"] is not None
+    assert bench["stages"]["train"]["ratio"] is not None
     assert bench["stages"]["train"]["gpu_s"] is not None

@@ -94,16 +94,45 @@ def test_speedups_only_for_stages_that_ran_on_the_gpu() -> None:
     assert rows["total"]["gpu_device"] == "mixed (1 of 3 stages on the GPU)"
 
 
-def test_no_speedup_when_no_stage_ran_on_the_gpu_or_the_models_differ() -> None:
+def test_engine_rows_are_reported_whenever_both_legs_ran_and_stages_need_agreement() -> None:
     cpu, gpu = _pair({"load": CPU, "clean": CPU, "train": CPU})
     rows = C.speedup_rows(cpu, gpu, "ran", (True, "agree"))
-    assert all(r["speedup"] is None for r in rows.values())
-    assert rows["total"]["refused"] == "no stage of the GPU leg ran on the GPU"
+    assert all(rows[s]["speedup"] is None for s in ("load", "clean", "train"))
+    assert rows["total"]["speedup"] == 3.0 and rows["total"]["kind"] == C.KIND_ENGINES
     cpu, gpu = _pair({"load": GPU, "clean": GPU, "train": GPU}, {"test_r2": 0.5})
     agree = C.metrics_agree(cpu.metrics, gpu.metrics, 0.02)
     rows = C.speedup_rows(cpu, gpu, "ran", agree)
-    assert all(r["speedup"] is None for r in rows.values())
+    assert rows["train"]["speedup"] is None
     assert rows["train"]["refused"].startswith("the legs' test metrics differ by")
+    assert rows["wall"]["speedup"] is not None
+    assert rows["wall"]["note"].startswith("the legs' test metrics differ by")
+
+
+def _timed(share: float, imputer_s: float) -> dict:
+    """A GPU-leg record as the timed recorder writes it (train took 1.0 s in ``_pair``)."""
+    return {
+        **MIXED,
+        "cpu": ["SimpleImputer"],
+        "gpu_s": share,
+        "gpu_share": share,
+        "gpu_calls_s": {"RandomForestRegressor.fit": share},
+        "cpu_calls_s": {"SimpleImputer": imputer_s},
+    }
+
+
+def test_a_mixed_stage_gets_its_speedup_by_its_gpu_share() -> None:
+    cpu, gpu = _pair({"load": CPU, "clean": CPU, "train": _timed(0.96, 0.02)})
+    rows = C.speedup_rows(cpu, gpu, "ran", (True, "agree"), share_min=0.5)
+    train = rows["train"]
+    assert train["speedup"] == 8.0 and train["kind"] == C.KIND_GPU and train["gpu_share"] == 0.96
+    assert C.describe_row("train", train) == (
+        "train 8.0×, 96% of its time on the GPU; SimpleImputer on the CPU 20 ms"
+    )
+    cpu, gpu = _pair({"load": CPU, "clean": CPU, "train": _timed(0.2, 0.7)})
+    train = C.speedup_rows(cpu, gpu, "ran", (True, "agree"), share_min=0.5)["train"]
+    assert train["speedup"] is None and train["ratio"] == 8.0 and train["refused"] is None
+    assert train["kind"] == C.KIND_MOSTLY_CPU and "20% of its time on the GPU" in train["note"]
+    assert "mostly CPU" in C.describe_row("train", train)
 
 
 class FakeLogger:

@@ -94,7 +94,13 @@ def test_stage_devices_from_the_log_tap(monkeypatch: pytest.MonkeyPatch) -> None
     finally:
         collector.stop()
     assert sys.stdout is out and "`SVR.fit` ran on GPU" in out.getvalue()
-    assert load == {"device": "cpu", "gpu": [], "cpu": [], "reasons": {}}
+    assert {k: load[k] for k in ("device", "gpu", "cpu", "reasons")} == {
+        "device": "cpu",
+        "gpu": [],
+        "cpu": [],
+        "reasons": {},
+    }
+    assert load["gpu_share"] is None  # no cuml.accel profile here: nothing timed
     assert gpu_only["device"] == "gpu" and gpu_only["gpu"] == ["SVR.fit"]
     assert mixed["device"] == "mixed" and "RandomForestClassifier.fit" in mixed["cpu"]
     assert describe_device(mixed).startswith("mixed (KNeighborsRegressor.fit, ")
@@ -253,3 +259,82 @@ def test_gpu_defaults_prefer_what_cuml_accelerates() -> None:
     assert make_estimator("knn", "regression").weights == "distance"
     assert make_estimator("xgb", "regression", device="gpu").get_params()["device"] == "cuda"
     assert not {"hgb", "lgbm"} & set(auto_families("gpu"))
+
+
+class _Stats:
+    def __init__(self, **fields: object) -> None:
+        self.gpu_calls = int(fields["gpu_calls"])  # type: ignore[arg-type]
+        self.gpu_time = float(fields["gpu_time"])  # type: ignore[arg-type]
+        self.cpu_calls = int(fields["cpu_calls"])  # type: ignore[arg-type]
+        self.cpu_time = float(fields["cpu_time"])  # type: ignore[arg-type]
+        self.fallback_reasons = set(fields["fallback_reasons"])  # type: ignore[call-overload]
+
+
+def test_a_mixed_stage_gets_a_gpu_share_from_cuml_accels_profile(monkeypatch) -> None:
+    """The recorder reads ``cuml.accel.profile(quiet=True)``'s results (a fixture composed
+    from cuML's profilers.py) and times the leaves that are not proxies."""
+    import contextlib
+    import json
+
+    from sklearn.impute import SimpleImputer
+
+    fixture = json.loads(
+        (Path(__file__).parent / "data/accel_profiles/train_mixed.json").read_text()
+    )
+    results = types.SimpleNamespace(method_calls={})
+
+    @contextlib.contextmanager
+    def profile(quiet: bool = False):
+        assert quiet
+        yield results
+
+    accel = types.ModuleType("cuml.accel")
+    accel.profile = profile  # type: ignore[attr-defined]
+    cuml = types.ModuleType("cuml")
+    cuml.accel = accel  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "cuml", cuml)
+    monkeypatch.setitem(sys.modules, "cuml.accel", accel)
+    monkeypatch.setattr(devices, "set_accel_log_level", lambda level="info": True)
+    collector = StageDevices("gpu")
+    collector.start()
+    try:
+        assert collector.timed
+        collector.stage_started("train")
+        imputer = SimpleImputer()
+        collector.observe(imputer)
+        imputer.fit(np.ones((20, 2)))
+        for name, stats in fixture["method_calls"].items():
+            results.method_calls[name] = _Stats(**stats)
+        record = collector.stage_ended("train", 1.0)
+    finally:
+        collector.stop()
+    assert record["device"] == "mixed"
+    assert record["gpu_s"] == 0.95 and record["gpu_share"] == 0.95
+    assert record["gpu_calls_s"]["RandomForestRegressor.fit"] == 0.9
+    assert "SimpleImputer" in record["cpu_calls_s"]
+    assert record["cpu_calls_s"]["RandomForestClassifier.fit"] == 0.3
+    assert "balanced_subsample" in record["reasons"]["RandomForestClassifier.fit"]
+    import pickle
+
+    assert pickle.loads(pickle.dumps(imputer)).statistics_.tolist() == [1.0, 1.0]
+
+
+def test_xgboost_predictions_are_recorded_with_their_device(tmp_path: Path) -> None:
+    pipeline = _fitted_pipeline(tmp_path, "xgb")
+    collector = StageDevices("gpu")
+    collector.start()
+    try:
+        collector.stage_started("score")
+        collector.observe(pipeline)
+        pipeline.predict(pipeline_input(pipeline))
+        record = collector.stage_ended("score", 1.0)
+    finally:
+        collector.stop()
+    assert "XGBRegressor.predict" in record["cpu"], record  # this machine's booster: the CPU
+    assert record["cpu_calls_s"]["XGBRegressor.predict"] >= 0.0
+    assert "booster ran on the CPU" in record["reasons"]["XGBRegressor.predict"]
+
+
+def pipeline_input(pipeline) -> pd.DataFrame:
+    rng = np.random.default_rng(2)
+    return pd.DataFrame({"x": rng.normal(size=10), "colour": ["red"] * 10})

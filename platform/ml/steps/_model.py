@@ -228,7 +228,7 @@ class AllRowsRefit:
             return
         from sklearn.base import clone
 
-        with run.stage("train"):
+        with run.stage("refit"):
             refitted = clone(self.pipeline).fit(X, y)
             observe_model(refitted)
         run.model.pipeline = refitted
