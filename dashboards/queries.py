@@ -159,7 +159,7 @@ def list_runs(
                 "session_id": doc.get("session_id"),
                 "prompt": doc.get("prompt") or "",
                 "template": ((doc.get("plan") or {}).get("template")) or "",
-                "engine": ((doc.get("engine") or {}).get("used")) or "",
+                "engine": engine_label(doc.get("engine")),
                 "metric": main or "",
                 "value": metrics.get(f"test_{main}") if main else None,
                 "error": ((doc.get("error") or {}).get("message")) or "",
@@ -188,6 +188,16 @@ def metric_names(limit: int = 200) -> list[str]:
 
 
 # -- one run -----------------------------------------------------------------------------------
+def engine_label(engine: dict[str, Any] | None) -> str:
+    """The engine a run used, and that it is the CPU rerun of a failed GPU leg."""
+    engine = engine or {}
+    used = str(engine.get("used") or "")
+    fallback = engine.get("fallback")
+    if fallback:
+        return f"{used} (rerun: the {fallback.get('from') or 'gpu'} leg failed)"
+    return used
+
+
 def run_detail(run_id: str) -> dict[str, Any] | None:
     doc = store().get_run(run_id)
     if doc is None:

@@ -77,6 +77,8 @@ TAG_ENGINE = "mlpilot.engine"
 TAG_ENGINE_REQUESTED = "mlpilot.engine.requested"
 TAG_ENGINE_USED = "mlpilot.engine.used"
 TAG_ENGINE_REASON = "mlpilot.engine.reason"
+#: an auto run's GPU leg failed and the run reran on the CPU: the GPU leg's error
+TAG_ENGINE_FALLBACK_ERROR = "mlpilot.engine.fallback_error"
 TAG_TEMPLATE = "mlpilot.template"
 TAG_FINGERPRINT = "mlpilot.dataset_fingerprint"
 TAG_VERSION = "mlpilot.version"

@@ -64,6 +64,7 @@ def layout(run_id: str | None = None, **_: Any) -> html.Div:
             )
             if error
             else None,
+            _fallback(doc.get("engine") or {}),
             card("Prompt", text_block(doc.get("prompt")), id="run-prompt"),
             html.Div(
                 [
@@ -101,6 +102,22 @@ def layout(run_id: str | None = None, **_: Any) -> html.Div:
             card("Events", _events_table(doc.get("events") or []), id="run-events"),
             card("Model", _model(doc, detail), id="run-model"),
         ]
+    )
+
+
+def _fallback(engine: dict[str, Any]) -> Any:
+    """An auto run whose GPU leg failed and reran on the CPU: why, and the GPU's error."""
+    fallback = engine.get("fallback")
+    if not fallback:
+        return None
+    rows = {
+        "engine": queries.engine_label(engine),
+        "why": fallback.get("reason") or "",
+        "failed stage": fallback.get("stage") or "",
+        "GPU error": fallback.get("error") or "",
+    }
+    return card(
+        "GPU leg rerun on the CPU", kv_table(rows, id="run-fallback-table"), id="run-fallback"
     )
 
 

@@ -97,8 +97,8 @@ def _start_leg(
     provided = fetch_store_models(executor.settings, plan, prepared.experiment, script.parent)
     if provided:
         env[ENV_STORE_MODELS] = json.dumps(provided)
-    # the whole choice, so that an auto GPU leg that dies before its first stage reruns on
-    # the CPU (the executor's fallback)
+    # the whole choice, so that an auto GPU leg that dies before its first stage, or of a
+    # device error, reruns on the CPU (the executor's fallback)
     leg = executor.start_leg(
         script=script,
         run_dir=script.parent,

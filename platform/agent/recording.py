@@ -91,7 +91,8 @@ def device_tags(devices: dict[str, dict[str, Any]]) -> dict[str, str]:
 
 
 def _record_fallback(leg: Any, logger: Any, outcome: RunOutcome) -> None:
-    """An ``auto`` run whose GPU leg died before its first stage and reran on the CPU."""
+    """An ``auto`` run whose GPU leg died before its first stage, or failed with a device
+    error at any stage, and reran whole on the CPU: engine, note and tags say so."""
     fallback = getattr(leg, "fallback", None)
     if not fallback:
         return
@@ -100,12 +101,13 @@ def _record_fallback(leg: Any, logger: Any, outcome: RunOutcome) -> None:
     engine = dict(outcome.engine or {})
     engine.update(used=leg.engine, reason=fallback["reason"], fallback=fallback)
     outcome.engine = engine
-    note = f"the GPU leg died before its first stage ({fallback['error']}); rerun on the CPU"
+    why = fallback.get("why") or "died before its first stage"
+    note = f"the GPU leg {why} ({fallback['error']}); rerun on the CPU"
     if note not in outcome.notes:
         outcome.notes.append(note)
-    logger.set_tags(
-        engine_tags(str(engine.get("requested") or "auto"), leg.engine, fallback["reason"])
-    )
+    tags = engine_tags(str(engine.get("requested") or "auto"), leg.engine, fallback["reason"])
+    tags[vocab.TAG_ENGINE_FALLBACK_ERROR] = str(fallback["error"])[:500]
+    logger.set_tags(tags)
 
 
 def _run_fields(result: PipelineResult, outcome: RunOutcome) -> dict[str, Any]:

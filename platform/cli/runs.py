@@ -172,6 +172,13 @@ def show(
     _print_run(info)
 
 
+def _fallback(fallback: dict[str, Any] | None) -> str | None:
+    """The CPU rerun of an auto run's failed GPU leg: where it failed, and with what."""
+    if not fallback:
+        return None
+    return f"the {fallback.get('from')} leg failed in {fallback.get('stage') or '?'}: {fallback.get('error')}"
+
+
 def _study(study: Any) -> str | None:
     if not isinstance(study, dict) or not study.get("name"):
         return None
@@ -194,6 +201,7 @@ def _print_run(info: dict[str, Any]) -> None:
             "engine",
             f"{engine.get('used')} (requested {engine.get('requested')})" if engine else None,
         ),
+        ("GPU rerun", _fallback(engine.get("fallback"))),
         ("target / task", f"{info['target'] or '?'} / {info['task'] or '?'}"),
         ("created", info["created_at"]),
         ("finished", info["finished_at"]),

@@ -40,6 +40,7 @@ from mlpilot.platform.execution.sandbox import (
     start_child,
 )
 from mlpilot.platform.ml import protocol
+from mlpilot.platform.ml.device_errors import is_device_error
 from mlpilot.platform.ml.protocol import PipelineEvent, PipelineResult, ProtocolError
 from mlpilot.tracking.runfolder import RunFolder, UnsafeFile
 
@@ -78,7 +79,7 @@ class LegResult:
     containment: Containment | None = None  # what the child ran under
     #: peak device memory above the leg's start, MiB (GPU legs where NVML answers)
     gpu_peak_memory_mb: float | None = None
-    #: set when an auto GPU leg died before its first stage and this is its CPU rerun
+    #: set when this is the CPU rerun of an auto GPU leg (``fallback_reason`` says when)
     fallback: dict[str, Any] | None = None
 
     @property
@@ -265,7 +266,7 @@ class Executor:
         to (records written meanwhile wait in the folder). ``registrations`` are what the
         plan's ``register_model`` steps allow the pipeline to ask for. ``engine`` may be the
         ``EngineChoice``: an ``auto`` GPU choice then reruns on the CPU when its leg dies
-        before its first stage. ``track=False``
+        before its first stage or with a device error at any stage. ``track=False``
         logs nothing (compare's warm-up and repeated runs); ``prefer="gpu"`` gives a CPU
         leg the GPU engine's model defaults (a comparison's legs fit the same model).
         """
@@ -324,6 +325,7 @@ class Executor:
             raise
 
         def restart(run_id: str | None) -> StartedLeg:
+            # the GPU leg's defaults: the rerun fits the model whose params it may have logged
             return self.start_leg(
                 script=script,
                 run_dir=run_dir,
@@ -331,7 +333,7 @@ class Executor:
                 data_path=data_path,
                 mlflow_run_id=run_id,
                 track=track,
-                prefer=prefer,
+                prefer=prefer or name,
                 extra_reads=extra_reads,
                 extra_env=extra_env,
                 registrations=registrations,
@@ -508,8 +510,9 @@ class StartedLeg:
             tail.close()
             folder.close()
             self._release()
-        if self.restart is not None and should_fall_back(leg):
-            return self._fall_back(leg, on_event, cancel)
+        why = fallback_reason(leg) if self.restart is not None else None
+        if why is not None:
+            return self._fall_back(leg, why, on_event, cancel)
         return leg
 
     def _result(self, child: ChildResult, folder: RunFolder) -> LegResult:
@@ -543,28 +546,33 @@ class StartedLeg:
         )
 
     def _fall_back(
-        self, failed: LegResult, on_event: EventHandler | None, cancel: Cancel | None
+        self, failed: LegResult, why: str, on_event: EventHandler | None, cancel: Cancel | None
     ) -> LegResult:
-        """Keep the dead GPU leg's files aside and run the pipeline again on the CPU."""
-        error = failed.failure()["message"]
+        """Keep the failed GPU leg's files aside and run the whole pipeline again on the CPU."""
+        from mlpilot.platform.errors import describe_error
+
+        failure = failed.failure()
+        error = describe_error(failure)
         names = (protocol.STDOUT_FILE, protocol.STDERR_FILE, protocol.EVENTS_FILE)
         with RunFolder(self.run_dir) as folder:  # renames entries, links included, never follows
             for name in (*names, protocol.TRACKING_FILE):
                 folder.rename(name, f"{self.engine}-{name}")
-        logger.warning("the %s leg died before its first stage (%s): rerun", self.engine, error)
+        logger.warning("the %s leg %s (%s): rerun", self.engine, why, error)
         restart = self.restart
         if restart is None:
             return failed
         rerun = restart(self.run_id)
         if self.relay is not None:  # the same run: what was logged stays, the new file is read
-            self.relay.offset = 0
+            self.relay.rerun()
             rerun.relay = self.relay
         leg = rerun.finish(on_event=on_event, cancel=cancel)
         leg.fallback = {
             "from": self.engine,
             "to": leg.engine,
+            "stage": str(failure.get("stage") or "running"),
             "error": error[:300],
-            "reason": f"auto: the {self.engine} leg died before its first stage; rerun on the {leg.engine}",
+            "why": why,
+            "reason": f"auto: the {self.engine} leg {why}; rerun on the {leg.engine}",
         }
         return leg
 
@@ -582,11 +590,31 @@ def completed_stages(run_dir: Path) -> list[str]:
     return [e.stage for e in events if e.type == "stage_end" and not e.failed and e.stage]
 
 
-def should_fall_back(leg: LegResult) -> bool:
-    """A leg that failed (not cancelled) before completing any stage."""
-    if leg.ok or leg.child.cancelled:
-        return False
-    return not completed_stages(leg.run_dir)
+#: the end of a crashed child's stderr searched for a device error (an abort's reason is
+#: a few lines above its last)
+CRASH_TAIL_BYTES = 4096
+
+
+def fallback_reason(leg: LegResult) -> str | None:
+    """Why a failed ``auto`` GPU leg reruns on the CPU, or ``None``.
+
+    It reruns when it died before completing any stage (the accelerators did not start),
+    or when it failed with a device error at any stage: cudf.pandas answers a device error
+    in ``load`` or ``clean`` by running pandas, so the first hard one tends to come from the
+    model. A cancelled leg, or one stopped at its time or disk limit, is not rerun.
+    """
+    child = leg.child
+    if leg.ok or child.cancelled or child.timed_out or child.disk_exceeded:
+        return None
+    failure = leg.failure()
+    text = str(failure.get("message") or "")
+    if leg.result is None:  # a crash: what the parent captured, never a run-folder file
+        text = f"{text} {child.stderr[-CRASH_TAIL_BYTES:].decode('utf-8', errors='replace')}"
+    if is_device_error(str(failure.get("type") or ""), text):
+        return f"hit a device error in {failure.get('stage') or 'running'}"
+    if not completed_stages(leg.run_dir):
+        return "died before its first stage"
+    return None
 
 
 def _refresh_package_map(home: Path) -> None:

@@ -3,8 +3,9 @@
 ``auto`` picks the GPU only when the CUDA driver reports a device *and* the GPU probe —
 the GPU engine's own command, run with the pipelines' environment — passes (see
 ``probe.py``); importing cudf proves nothing about a device. A GPU chosen by ``auto``
-may fall back: if its leg dies before its first stage completes, the executor reruns
-the pipeline on the CPU and records why (``EngineChoice.fallback``).
+may fall back: if its leg dies before its first stage completes, or fails with a device
+error at any stage (``ml/device_errors.py``), the executor reruns the pipeline on the CPU
+and records why (``EngineChoice.fallback``).
 """
 
 from __future__ import annotations

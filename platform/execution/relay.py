@@ -61,6 +61,7 @@ RESERVED_TAGS = frozenset(
         vocab.TAG_ENGINE_REQUESTED,
         vocab.TAG_ENGINE_USED,
         vocab.TAG_ENGINE_REASON,
+        vocab.TAG_ENGINE_FALLBACK_ERROR,
         vocab.TAG_TEMPLATE,
         vocab.TAG_FINGERPRINT,
         vocab.TAG_VERSION,
@@ -150,6 +151,15 @@ class Relay:
 
             self._main = MlflowRunLogger(self.client, self.run_id)
         return self._main
+
+    def rerun(self) -> None:
+        """The leg's CPU rerun writes a new records file into the same MLflow run: read it
+        from its start, under the caps of a fresh leg (one rerun at most: the caps at most
+        double); its nested runs are its own (the failed leg's were ended FAILED)."""
+        self.offset = 0
+        self.nested, self.ended = {}, set()
+        self.artifacts = self.models = 0
+        self._broken = False
 
     # -- reading --------------------------------------------------------------------------
     def pump(self) -> None:

@@ -23,6 +23,7 @@ from typing import Any
 from mlpilot.platform.errors import ExecutionError, MlpilotError, describe_error
 from mlpilot.platform.ml import modeling, protocol
 from mlpilot.platform.ml.deferred_logger import DeferredRunLogger
+from mlpilot.platform.ml.device_errors import is_device_error
 from mlpilot.platform.ml.devices import (
     StageDevices,
     accelerator_status,
@@ -103,6 +104,8 @@ def _resource_message(exc: BaseException) -> str:
     """One line for running into a limit of the contained process (DESIGN §8)."""
     import errno
 
+    if is_device_error(type(exc).__name__, str(exc)):
+        return ""  # RMM's MemoryError is the device's memory: its own text says which
     if isinstance(exc, MemoryError):
         soft, _ = resource.getrlimit(resource.RLIMIT_AS)
         limit = f" of {soft // 2**20} MiB" if soft != resource.RLIM_INFINITY else ""

@@ -1,0 +1,3 @@
+"""Stand-in cuml for unit tests (see ../README.md)."""
+
+__version__ = "0+stand-in"
