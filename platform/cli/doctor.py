@@ -71,22 +71,23 @@ def check_llm(settings: Settings) -> Check:
     )
 
 
-def check_gpu() -> Check:
-    """A usable CUDA device and importable cuDF/cuML decide whether engine auto picks the GPU."""
+def check_gpu(refresh: bool = False) -> Check:
+    """A usable CUDA device and the GPU probe's verdict (``refresh``: a new probe) decide
+    whether engine auto picks the GPU."""
     from mlpilot.platform.execution import cuda_device_status, gpu_libraries_status
     from mlpilot.tracking.health import INFO, OK, WARN, Check
 
     device = cuda_device_status()
     if not device.usable:
         return Check("GPU", INFO, f"no usable GPU ({device.reason}); engine auto runs on the CPU")
-    ok, why = gpu_libraries_status()
+    ok, why = gpu_libraries_status(refresh=refresh)
     name = f"{device.devices} × {device.name or 'CUDA device'}"
     if ok:
         return Check("GPU", OK, f"{name}; {why}")
     return Check("GPU", WARN, f"{name}, but {why}", "pip install 'mlpilot[gpu]'")
 
 
-def run_checks(settings: Settings) -> list[Check]:
+def run_checks(settings: Settings, *, refresh_gpu: bool = False) -> list[Check]:
     from mlpilot.tracking.health import check_metadata, check_mlflow, check_outbox, timed
 
     return [
@@ -94,7 +95,7 @@ def run_checks(settings: Settings) -> list[Check]:
         check_metadata(settings),
         timed("outbox", lambda: check_outbox(settings)),
         timed("LLM", lambda: check_llm(settings)),
-        timed("GPU", check_gpu),
+        timed("GPU", lambda: check_gpu(refresh_gpu)),
     ]
 
 
@@ -150,13 +151,19 @@ def doctor(
         bool, typer.Option("--dry-run", help="With --repair: report, change nothing.")
     ] = False,
     json_out: Annotated[bool, typer.Option("--json", help="Print the results as JSON.")] = False,
+    refresh_gpu: Annotated[
+        bool,
+        typer.Option(
+            "--refresh-gpu", help="Run the GPU probe again instead of reading its cached verdict."
+        ),
+    ] = False,
 ) -> None:
     """Check MLflow, MongoDB, the outbox, the LLM endpoint and the GPU."""
     from mlpilot.platform.config import get_settings
     from mlpilot.tracking.health import FAIL
 
     settings = get_settings()
-    checks = run_checks(settings)
+    checks = run_checks(settings, refresh_gpu=refresh_gpu)
     failed = [c for c in checks if c.status == FAIL]
     result: dict[str, Any] = {"checks": [c.to_dict() for c in checks]}
     repair_error = None

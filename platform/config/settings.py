@@ -110,6 +110,9 @@ def _gpu_settings(get: Callable[[str, str], str | None]) -> dict[str, Any]:
         "gpu_probe_ttl_s": _positive_float(
             "MLPILOT_GPU_PROBE_TTL", get("MLPILOT_GPU_PROBE_TTL", "86400") or "86400"
         ),
+        "gpu_probe_fail_ttl_s": _positive_float(
+            "MLPILOT_GPU_PROBE_FAIL_TTL", get("MLPILOT_GPU_PROBE_FAIL_TTL", "600") or "600"
+        ),
     }
 
 
@@ -289,6 +292,9 @@ class Settings:
     gpu_share_min: float = 0.5
     #: how long a GPU probe verdict is trusted for one environment, seconds
     gpu_probe_ttl_s: float = 86400.0
+    #: how long a failed GPU probe is trusted, seconds (at most ``gpu_probe_ttl_s``): a
+    #: driver, a device permission or an install fixed since is seen within minutes
+    gpu_probe_fail_ttl_s: float = 600.0
     #: plugin packages whose model families (entry-point group ``mlpilot.families``) are
     #: loaded; an installed package's code runs in mlpilot only when named here or with
     #: --plugins

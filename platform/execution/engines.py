@@ -63,10 +63,16 @@ def cuda_device_status() -> GpuStatus:
     return GpuStatus(report.ok, report.reason, report.devices, report.name, report.bus_id)
 
 
-def gpu_libraries_status(settings: Settings | None = None) -> tuple[bool, str]:
-    """Does the GPU engine work here (the probe's cached verdict)? ``(usable, why)``."""
-    verdict = gpu_probe(settings)
-    return verdict.usable, verdict.reason
+def gpu_libraries_status(
+    settings: Settings | None = None, *, refresh: bool = False
+) -> tuple[bool, str]:
+    """Does the GPU engine work here (the probe's cached verdict, or a new probe with
+    ``refresh``)? ``(usable, why)``."""
+    verdict = gpu_probe(settings, refresh=refresh)
+    cached = (
+        " (cached verdict; mlpilot doctor --refresh-gpu probes again)" if verdict.cached else ""
+    )
+    return verdict.usable, f"{verdict.reason}{cached}"
 
 
 def resolve_engine(

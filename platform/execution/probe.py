@@ -1,11 +1,16 @@
 """Does the GPU engine work here? Asked by running it, answered once per environment.
 
-The probe is ``ml/gpu_probe.py`` started with the GPU engine's own command and the
-pipelines' scrubbed environment, so it fails where a GPU leg would fail (a CUDA-13 build
-on a CUDA-12 driver, an accelerator that does not install, a device it cannot use). The
-verdict is cached under ``$MLPILOT_HOME/cache`` keyed by what decides it — interpreter,
+The probe is ``ml/gpu_probe.py`` started as a GPU leg starts: the GPU engine's own
+command, the pipelines' scrubbed environment, and the leg's containment (its own uid with
+``HOME`` in its folder, the mount namespace, Landlock with the device nodes a leg gets,
+seccomp, limits), so it fails where a GPU leg would fail (a CUDA-13 build on a CUDA-12
+driver, an accelerator that does not install, ``/dev/nvidia*`` that root may open and the
+pipeline account may not). Its report is read from its folder without following links.
+The verdict is cached under ``$MLPILOT_HOME/cache`` keyed by what decides it — interpreter,
 installed RAPIDS and XGBoost versions, driver, device, and the environment variables the
-GPU stack reads — for ``MLPILOT_GPU_PROBE_TTL`` seconds, so CLI calls do not pay for it.
+GPU stack reads — a pass for ``MLPILOT_GPU_PROBE_TTL`` seconds, a failure for
+``MLPILOT_GPU_PROBE_FAIL_TTL`` (minutes: a fixed driver or permission is seen soon), and
+``mlpilot doctor --refresh-gpu`` probes again at once.
 """
 
 from __future__ import annotations
@@ -25,14 +30,18 @@ from typing import Any
 
 from mlpilot.platform.config import Settings, get_settings
 from mlpilot.platform.execution.commands import engine_command, leg_env
-from mlpilot.platform.execution.sandbox import ChildResult, Limits, run_child
+from mlpilot.platform.execution.containment import set_up_child
+from mlpilot.platform.execution.sandbox import ChildResult, Limits, start_child
 from mlpilot.platform.ml import protocol
 from mlpilot.platform.ml.devices import DriverReport, cuda_driver_report
+from mlpilot.tracking.runfolder import RunFolder, UnsafeFile
 
 logger = logging.getLogger(__name__)
 
 PROBE_TIMEOUT_S = 300.0
 CACHE_FILE = "gpu-probe.json"
+REPORT_FILE = "report.json"
+REPORT_MAX_BYTES = 1 << 20
 #: checks that must pass for the GPU engine to be usable (XGBoost may still train on the CPU)
 REQUIRED = ("driver", "accelerators", "cudf", "cuml_fit")
 #: distributions whose versions decide the verdict (read from metadata, nothing imported)
@@ -61,6 +70,8 @@ class ProbeVerdict:
     missing_extra: bool = False
     cached: bool = False
     at: float = 0.0
+    #: who the probe ran as (``uid``, ``gid``, ``home``), from its report
+    account: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -89,16 +100,20 @@ def decide(
         detail = f": {stderr_tail}" if stderr_tail else ""
         return ProbeVerdict(False, f"the GPU probe {how}{detail}"[:400])
     checks = dict(report.get("checks") or {})
+    account = report.get("account") if isinstance(report.get("account"), dict) else {}
     for name in REQUIRED:
         check = checks.get(name)
         if not check or not check.get("ok"):
             why = (check or {}).get("detail") or "not run"
-            return ProbeVerdict(False, f"GPU probe check {name} failed: {why}"[:400], checks)
+            reason = f"GPU probe check {name} failed: {why}"[:400]
+            return ProbeVerdict(False, reason, checks, account=account)
     xgb = checks.get("xgboost") or {}
     reason = f"GPU probe passed: {checks['driver']['detail']}; {checks['accelerators']['detail']}"
     if not xgb.get("ok"):
         reason += f"; XGBoost will train on the CPU ({xgb.get('detail') or 'not checked'})"
-    return ProbeVerdict(True, reason[:400], checks, xgboost_gpu=bool(xgb.get("ok")))
+    return ProbeVerdict(
+        True, reason[:400], checks, xgboost_gpu=bool(xgb.get("ok")), account=account
+    )
 
 
 def probe_script() -> Path:
@@ -108,36 +123,57 @@ def probe_script() -> Path:
 
 
 def run_probe(settings: Settings, python: str = sys.executable) -> ProbeVerdict:
-    """Run the probe as a GPU leg runs: same command, same scrubbed environment."""
+    """Run the probe as a GPU leg runs: command, environment, account and containment."""
     folder = settings.home / "cache"
     folder.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="gpu-probe-", dir=folder) as tmp:
         work = Path(tmp)
-        out = work / "report.json"
-        env = leg_env(settings, "gpu", {protocol.ENV_PROBE_OUT: str(out)})
+        env = leg_env(settings, "gpu", {protocol.ENV_PROBE_OUT: str(work / REPORT_FILE)})
+        setup = set_up_child(settings, engine="gpu", run_dir=work, reads=[])
+        env.update(setup.env)
+        contained = setup.contain.get("uid") is not None
+        limits = Limits(
+            timeout_s=PROBE_TIMEOUT_S,
+            file_size_mb=settings.max_file_mb,
+            run_disk_mb=settings.max_run_disk_mb,
+            processes=settings.max_processes if contained else None,
+        )
         command = engine_command("gpu", str(probe_script()), [], python=python)
-        child = run_child(command, cwd=work, env=env, limits=Limits(timeout_s=PROBE_TIMEOUT_S))
-        report = _read_report(out)
-        tail = _tail(work / protocol.STDERR_FILE)
-    verdict = decide(report, child, tail)
-    logger.info("GPU probe: %s", verdict.reason)
+        try:
+            child = start_child(
+                command,
+                cwd=work,
+                env=env,
+                limits=limits,
+                contain=setup.contain,
+                pass_fds=setup.pass_fds,
+                watch=setup.watch,
+            )
+        finally:
+            setup.close_fds()
+        result = child.wait()
+        report = _read_report(work)
+    verdict = decide(report, result, _tail(result.stderr))
+    logger.info("GPU probe (as %s): %s", setup.record.user, verdict.reason)
     return verdict
 
 
-def _read_report(path: Path) -> dict[str, Any] | None:
+def _read_report(work: Path) -> dict[str, Any] | None:
+    """The probe's report, from its folder without following links (the probe ran as the
+    pipelines run: what it left there is the pipeline account's)."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
+        with RunFolder(work) as folder:
+            data = folder.read_bytes(REPORT_FILE, REPORT_MAX_BYTES)
+        parsed = json.loads(data or b"")
+    except (UnsafeFile, OSError, ValueError) as exc:
         logger.debug("no readable GPU probe report: %s", exc)
         return None
-    return data if isinstance(data, dict) else None
+    return parsed if isinstance(parsed, dict) else None
 
 
-def _tail(path: Path, lines: int = 3) -> str:
-    try:
-        text = path.read_text(encoding="utf-8", errors="replace").strip().splitlines()
-    except OSError:
-        return ""
+def _tail(captured: bytes, lines: int = 3) -> str:
+    """The end of what the parent captured from the probe's stderr."""
+    text = captured.decode("utf-8", errors="replace").strip().splitlines()
     return " ".join(text[-lines:])[-400:]
 
 
@@ -164,10 +200,12 @@ def environment_key(
 
 
 class ProbeCache:
-    """Verdicts by environment key, in one JSON file (written atomically)."""
+    """Verdicts by environment key, in one JSON file (written atomically); a failed verdict
+    is kept for ``fail_ttl_s`` at most."""
 
-    def __init__(self, path: Path, ttl_s: float) -> None:
+    def __init__(self, path: Path, ttl_s: float, fail_ttl_s: float | None = None) -> None:
         self.path, self.ttl_s = path, ttl_s
+        self.fail_ttl_s = min(ttl_s, fail_ttl_s if fail_ttl_s is not None else ttl_s)
 
     def _load(self) -> dict[str, Any]:
         try:
@@ -181,7 +219,8 @@ class ProbeCache:
         if not isinstance(entry, dict):
             return None
         verdict = ProbeVerdict.from_dict(entry)
-        if (now or time.time()) - verdict.at > self.ttl_s:
+        ttl = self.ttl_s if verdict.usable else self.fail_ttl_s
+        if (now or time.time()) - verdict.at > ttl:
             return None
         return ProbeVerdict.from_dict({**entry, "cached": True})
 
@@ -208,7 +247,11 @@ def gpu_probe(
     driver = driver or cuda_driver_report()
     if not driver.ok:
         return ProbeVerdict(False, driver.reason, at=time.time())
-    cache = ProbeCache(settings.home / "cache" / CACHE_FILE, settings.gpu_probe_ttl_s)
+    cache = ProbeCache(
+        settings.home / "cache" / CACHE_FILE,
+        settings.gpu_probe_ttl_s,
+        settings.gpu_probe_fail_ttl_s,
+    )
     key = environment_key(driver, python)
     if not refresh and (hit := cache.get(key)) is not None:
         return hit

@@ -120,7 +120,9 @@ CHECKS: dict[str, Callable[[], str]] = {
 
 
 def run_checks(checks: dict[str, Callable[[], str]] | None = None) -> dict[str, Any]:
-    report: dict[str, Any] = {"checks": {}}
+    # who ran it: the parent checks that the probe ran as the pipelines run (their account)
+    account = {"uid": os.getuid(), "gid": os.getgid(), "home": os.environ.get("HOME", "")}
+    report: dict[str, Any] = {"checks": {}, "account": account}
     for name, check in (checks or CHECKS).items():
         try:
             report["checks"][name] = {"ok": True, "detail": check()}

@@ -4,6 +4,7 @@ real probe command on this CPU-only machine (where it must fail, and say why).""
 from __future__ import annotations
 
 import importlib.util
+import os
 import sys
 from pathlib import Path
 
@@ -119,6 +120,52 @@ def test_cached_verdicts_expire(tmp_path: Path) -> None:
     assert cache.get("other", now=1030.0) is None
 
 
+def test_a_failed_verdict_is_kept_for_minutes_a_pass_for_a_day(tmp_path: Path) -> None:
+    settings = Settings.from_env({"MLPILOT_HOME": str(tmp_path)})
+    assert (settings.gpu_probe_ttl_s, settings.gpu_probe_fail_ttl_s) == (86400.0, 600.0)
+    cache = ProbeCache(tmp_path / "probe.json", ttl_s=86400, fail_ttl_s=600)
+    cache.put("failed", ProbeVerdict(False, "GPU probe check driver failed", at=1000.0))
+    cache.put("passed", ProbeVerdict(True, "GPU probe passed", at=1000.0))
+    assert cache.get("failed", now=1599.0).cached and cache.get("failed", now=1601.0) is None
+    assert cache.get("passed", now=1000.0 + 3600).cached
+
+
+def test_refresh_probes_again_despite_a_cached_verdict(tmp_path: Path) -> None:
+    settings = Settings.from_env({"MLPILOT_HOME": str(tmp_path)})
+    runs: list[int] = []
+
+    def runner(_: Settings) -> ProbeVerdict:
+        runs.append(1)
+        return ProbeVerdict(len(runs) > 1, f"probe {len(runs)}")
+
+    assert not gpu_probe(settings, driver=DEVICE, runner=runner).usable
+    assert gpu_probe(settings, driver=DEVICE, runner=runner).cached  # within the minutes
+    assert gpu_probe(settings, driver=DEVICE, runner=runner, refresh=True).usable
+    assert len(runs) == 2
+
+
+STAND_IN = Path(__file__).parent / "data" / "stand_in_gpu"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the pipeline account is switched to as root")
+@WITHOUT_CUDF
+def test_the_probe_runs_as_the_pipeline_account(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Stand-in accelerators (``data/stand_in_gpu``) carry the GPU command to the probe's
+    checks here: its report says it ran as a leg runs, as the run's own uid with ``HOME``
+    in its own folder, and its failure (no device) is the check's, not a crash."""
+    monkeypatch.setenv("PYTHONPATH", str(STAND_IN))
+    settings = Settings.from_env({"MLPILOT_HOME": str(tmp_path)})
+    verdict = P.run_probe(settings)
+    assert verdict.account, verdict.reason
+    assert verdict.account["uid"] != 0 and verdict.account["gid"] != 0
+    home = Path(verdict.account["home"])
+    assert home.parent == tmp_path / "cache" and home.name.startswith("gpu-probe-")
+    assert not verdict.usable and verdict.reason.startswith("GPU probe check")
+    assert not home.exists()  # its folder is cleaned up
+
+
 def test_checks_run_on_past_a_failure() -> None:
     def broken() -> str:
         raise RuntimeError("cudaErrorNoDevice: no CUDA-capable device is detected")
@@ -138,13 +185,13 @@ def test_the_probe_runs_the_gpu_command_with_the_scrubbed_environment(
     """The real command on this machine: `python -m cudf.pandas -m cuml.accel gpu_probe.py`
     with the pipelines' environment (no secrets) — and without cudf it must fail."""
     seen: dict = {}
-    real = P.run_child
+    real = P.start_child
 
     def spy(command, *, cwd, env, limits, **kw):
         seen.update(command=command, env=dict(env))
         return real(command, cwd=cwd, env=env, limits=limits, **kw)
 
-    monkeypatch.setattr(P, "run_child", spy)
+    monkeypatch.setattr(P, "start_child", spy)
     monkeypatch.setenv("NVIDIA_API_KEY", "secret")
     monkeypatch.setenv("CUDF_PANDAS_RMM_MODE", "pool")
     settings = Settings.from_env({"MLPILOT_HOME": str(tmp_path)})
