@@ -21,7 +21,8 @@ from mlpilot.platform.ml import protocol
 GPU_MODULES = ("cudf.pandas", "cuml.accel")
 #: set for GPU legs: cuml.accel ≥ 26.02 reads it at install (older releases: see devices.py)
 GPU_ENV = {"CUML_ACCEL_LOG_LEVEL": "info"}
-#: never passed to a CPU leg: cuml.accel ≥ 25.12 installs itself in any Python that has it
+#: never passed to a CPU leg: cuml.accel ≥ 25.10 installs itself in any Python that has it
+#: (``python/cuml/_cuml_accel.pth``)
 CPU_DENY = ("CUML_ACCEL_ENABLED", "CUML_ACCEL_LOG_LEVEL")
 
 

@@ -74,7 +74,7 @@ def check_engine(engine: str) -> dict[str, Any]:
     """The accelerators active in this process, checked against the engine it claims.
 
     The GPU engine must run with both cudf.pandas and cuml.accel active; the CPU engine with
-    neither (cuml.accel ≥ 25.12 turns itself on in any Python that inherits
+    neither (cuml.accel ≥ 25.10 turns itself on in any Python that inherits
     ``CUML_ACCEL_ENABLED``, which would make a CPU leg silently accelerated).
     """
     if engine == DEVICE_GPU:

@@ -76,6 +76,7 @@ def make_estimator(
         prefer=prefer,
         native=native,
         native_columns=native_columns,
+        cuml=families.cuml_release() if prefer == "gpu" else None,
     )
     return families.get(resolve_family(family, prefer)).make_estimator(build, dict(params or {}))
 

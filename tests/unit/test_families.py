@@ -280,3 +280,41 @@ def test_the_planner_reads_catboosts_words(tmp_path: Path, prompt: str) -> None:
     result, _ = plan_request(settings, prompt, data_path=data, target="Survived")
     steps = {s.tool: s.args for s in result.plan.steps}
     assert steps["train_model"]["model"] == "catboost"
+
+
+@pytest.mark.parametrize(
+    ("release", "depth"),
+    [((25, 8), 16), ((26, 2), 16), ((26, 4), None), ((26, 8), None), (None, None)],
+)
+def test_a_gpu_forest_fits_the_depth_cuml_fits_on_that_release(
+    release: tuple[int, int] | None, depth: int | None
+) -> None:
+    """cuML ≤ 26.02 turns scikit-learn's unlimited depth into 16: the GPU defaults say 16
+    there, so the CPU leg of a comparison fits the same forest; a plan's depth is kept."""
+    from mlpilot.platform.ml.families import Build, get
+
+    rf = get("rf")
+    for task in ("classification", "regression"):
+        gpu = rf.make_estimator(Build(task=task, prefer="gpu", cuml=release), {})
+        assert gpu.max_depth == depth
+        asked = rf.make_estimator(Build(task=task, prefer="gpu", cuml=release), {"max_depth": 8})
+        assert asked.max_depth == 8
+    assert rf.make_estimator(Build(task="regression", cuml=(26, 2)), {}).max_depth is None
+
+
+def test_the_cuml_release_is_read_from_package_metadata(monkeypatch: pytest.MonkeyPatch) -> None:
+    from importlib import metadata
+
+    from mlpilot.platform.ml.families import _base
+
+    def version(dist: str) -> str:
+        if dist == "cuml-cu12":
+            return "26.02.01"
+        raise metadata.PackageNotFoundError(dist)
+
+    monkeypatch.setattr(metadata, "version", version)
+    _base.cuml_release.cache_clear()
+    try:
+        assert _base.cuml_release() == (26, 2)
+    finally:
+        _base.cuml_release.cache_clear()

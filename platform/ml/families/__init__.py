@@ -26,6 +26,7 @@ from mlpilot.platform.ml.families._base import (
     GpuSupport,
     Param,
     choice_param,
+    cuml_release,
     float_param,
     int_param,
 )
@@ -58,6 +59,7 @@ __all__ = [
     "Param",
     "auto_names",
     "choice_param",
+    "cuml_release",
     "default",
     "float_param",
     "get",

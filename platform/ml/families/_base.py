@@ -11,7 +11,9 @@ a family's name (``tests/unit/test_families.py``).
 
 from __future__ import annotations
 
+import functools
 import logging
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -117,6 +119,23 @@ class GpuSupport:
     since: str | None = None
 
 
+@functools.cache
+def cuml_release() -> tuple[int, int] | None:
+    """The installed cuML's release as ``(year, month)`` (26.08 → ``(26, 8)``), read from
+    package metadata without importing it; None without cuML. Both legs of a comparison run
+    in one environment, so both read the same release and build the same model."""
+    from importlib import metadata
+
+    for dist in ("cuml-cu12", "cuml-cu13", "cuml"):
+        try:
+            found = re.match(r"(\d+)\.(\d+)", metadata.version(dist))
+        except metadata.PackageNotFoundError:
+            continue
+        if found:
+            return int(found[1]), int(found[2])
+    return None
+
+
 @dataclass(frozen=True)
 class Build:
     """What a family's estimator is built from, besides its parameters.
@@ -136,6 +155,8 @@ class Build:
     native: bool = False
     #: how many leading columns are categories when ``native``
     native_columns: int = 0
+    #: the cuML release the GPU defaults are chosen for (``cuml_release``; None: none here)
+    cuml: tuple[int, int] | None = None
 
     @property
     def classification(self) -> bool:

@@ -46,6 +46,14 @@ class RandomForest(Family):
     rounds = "n_estimators"
     tree = True
     gpu = GpuSupport("cuml.accel", "cuml")
+    #: cuML ≤ 26.02 drops scikit-learn's ``max_depth=None`` and keeps its own default of 16
+    #: (``python/cuml/cuml/ensemble/randomforest_common.pyx``, ``_params_from_cpu``: "if
+    #: model.max_depth is not None"); 26.04 forwards None (unlimited)
+    gpu_unlimited_depth_since = (26, 4)
+    #: ``class_weight`` other than None falls back to the CPU before 26.08 ("`class_weight`
+    #: is not supported", ``python/cuml/cuml/ensemble/randomforestclassifier.py``); 26.08
+    #: runs "balanced" and dicts on the GPU, never "balanced_subsample"
+    gpu_class_weight_since = (26, 8)
     # impurity importance and a forest's robustness make it the safe default to compare
     default_for = frozenset({IMPORTANCE, COMPARE})
 
@@ -58,8 +66,14 @@ class RandomForest(Family):
             "random_state": build.seed,
             "min_samples_leaf": 1,
         }
+        if build.gpu and build.cuml is not None and build.cuml < self.gpu_unlimited_depth_since:
+            # what the GPU leg would fit anyway: with it explicit, the CPU leg of a
+            # comparison fits the same forest (else the parity check refuses every speedup)
+            base["max_depth"] = 16
         if build.classification:
-            # cuml.accel falls back to the CPU for class_weight="balanced_subsample"
+            # cuml.accel never runs "balanced_subsample"; "balanced" on the GPU from 26.08
+            # (before, on the CPU: the weights are kept, a balanced forest is what the
+            # imbalanced target needs, and the stage is measured as run on the CPU)
             balanced = "balanced" if build.gpu else "balanced_subsample"
             base["class_weight"] = balanced if build.imbalanced else None
             return RandomForestClassifier(**{**base, **params})

@@ -28,6 +28,10 @@ class SupportVector(Family):
     cost = 20.0
     scale_sensitive = True
     gpu = GpuSupport("cuml.accel", "cuml")
+    #: cuML releases whose cuml.accel refuses ``SVC(probability=True)`` (it runs on the CPU):
+    #: ``python/cuml/cuml/svm/svc.py``, ``_params_from_cpu`` ("`probability=True` is not
+    #: supported"). The default keeps probabilities (the metrics and ``--proba`` need them)
+    gpu_probability_refused = ((26, 6), (26, 8))
     slow_above_rows = 20000
     slow_reason = "its cost grows with the square of the rows"
 
