@@ -148,6 +148,9 @@ ATTR_FAIL_REASON = "mlpilot.fail_reason"
 ATTR_EARLY_STOPPED = "mlpilot.early_stopped"
 #: the engine a trial was scored on (one study keeps one engine)
 ATTR_ENGINE = "mlpilot.engine"
+#: where a trial scored in another process (``mlpilot worker``, a Dask worker) trained:
+#: its model's device record, merged into the parent's ``tune`` stage
+ATTR_DEVICE = "mlpilot.device"
 #: a trial's mean seconds to fit one fold (what refitting its configuration will cost)
 ATTR_FIT_S = "mlpilot.fit_s"
 #: the rows of each training fold a trial fitted on (fewer than all on a cheap-first sample)

@@ -59,6 +59,9 @@ _PARAMS_FALLBACK = re.compile(
 PANDAS_GPU = "pandas (cudf.pandas)"
 PANDAS_CPU = "pandas"
 NOT_PROXIED = "not accelerated by cuml.accel"
+FELL_BACK = "cuml.accel ran it on the CPU"
+#: calls read from one trial's record of another process (a worker's attribute is its own)
+MAX_ABSORBED = 50
 
 
 @dataclass(frozen=True)
@@ -466,6 +469,42 @@ def observe_model(model: Any) -> None:
         _ACTIVE.observe(model)
 
 
+def fitted_evidence(model: Any) -> dict[str, Any] | None:
+    """Where a fitted ``model`` trained, read from the model itself, for a trial scored in a
+    process without stages (``mlpilot worker``, a Dask worker) on the GPU engine; None in a
+    pipeline (its stages measure) or off the GPU.
+
+    A cuml.accel proxy holds its GPU model in ``_gpu`` once it trained there and None when
+    it fell back (``cuml/accel/estimator_proxy.py``, 25.08 to 26.08); a native family's
+    booster says where it trained. No call is timed: the record carries devices, not a
+    share.
+    """
+    if _ACTIVE is not None or process_engine() != DEVICE_GPU:
+        return None
+    evidence = StageEvidence()
+    for leaf in model_leaves(model):
+        name = f"{type(leaf).__name__}.fit"
+        family = _native_family(leaf)
+        if family is not None:
+            device = booster_device(leaf)
+            if device is not None:
+                why = None if device == DEVICE_GPU else f"{family.label}'s booster ran on the CPU"
+                evidence.add(name, device, why)
+        elif _is_proxy(leaf):
+            on_gpu = getattr(leaf, "_gpu", None) is not None
+            evidence.add(name, DEVICE_GPU if on_gpu else DEVICE_CPU, FELL_BACK)
+        elif not type(leaf).__module__.startswith("mlpilot"):
+            evidence.add(type(leaf).__name__, DEVICE_CPU, NOT_PROXIED)
+    return evidence.to_dict()
+
+
+def absorb_evidence(record: Any) -> None:
+    """A trial's ``fitted_evidence`` from another process, into the stages now open (the
+    parent's ``tune``): its calls join the stage's devices, never its timed share."""
+    if _ACTIVE is not None and isinstance(record, dict):
+        _ACTIVE.absorb(record)
+
+
 class StageDevices:
     """The device evidence of one pipeline process, stage by stage.
 
@@ -552,6 +591,17 @@ class StageDevices:
                 time_leaf_class(type(leaf))
             for name, _ in self._open:
                 self._record_leaf(name, leaf)
+
+    def absorb(self, record: dict[str, Any]) -> None:
+        """Another process's record (``absorb_evidence``): its calls, not its seconds."""
+        if not self.measuring:
+            return
+        reasons = record.get("reasons") if isinstance(record.get("reasons"), dict) else {}
+        for device in (DEVICE_GPU, DEVICE_CPU):
+            for call in list(record.get(device) or [])[:MAX_ABSORBED]:
+                why = reasons.get(call) if device == DEVICE_CPU else None
+                for name, _ in self._open:
+                    self.evidence[name].add(str(call)[:200], device, why and str(why)[:300])
 
     def leaf_called(self, leaf: Any, method: str, seconds: float) -> None:
         """A timed call of a leaf that is no proxy (``time_leaf_class``), in every open stage."""

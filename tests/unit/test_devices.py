@@ -338,3 +338,45 @@ def test_xgboost_predictions_are_recorded_with_their_device(tmp_path: Path) -> N
 def pipeline_input(pipeline) -> pd.DataFrame:
     rng = np.random.default_rng(2)
     return pd.DataFrame({"x": rng.normal(size=10), "colour": ["red"] * 10})
+
+
+def test_a_worker_trial_sends_where_it_trained_and_the_tune_stage_takes_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A trial scored in ``mlpilot worker`` or a Dask worker has no stages: its model says
+    where it trained (a cuml.accel proxy keeps its GPU model in ``_gpu``, None after a
+    fallback), the record rides on the trial, and the parent's open ``tune`` stage takes
+    its calls (not a share: the worker's seconds are not the stage's)."""
+    from sklearn.linear_model import Ridge
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    from mlpilot.platform.ml import devices
+
+    class OnGpu(Ridge):  # stands in for a proxy that trained on the device
+        _gpu = object()
+
+    class FellBack(StandardScaler):  # a proxy whose call fell back
+        _gpu = None
+
+    model = make_pipeline(FellBack(), OnGpu())
+    assert devices.fitted_evidence(model) is None  # off the GPU engine: nothing to send
+    monkeypatch.setattr(devices, "process_engine", lambda: "gpu")
+    monkeypatch.setattr(devices, "_is_proxy", lambda leaf: isinstance(leaf, (OnGpu, FellBack)))
+    record = devices.fitted_evidence(model)
+    assert record["device"] == "mixed"
+    assert record["gpu"] == ["OnGpu.fit"] and record["cpu"] == ["FellBack.fit"]
+    assert record["reasons"]["FellBack.fit"] == devices.FELL_BACK
+    collector = StageDevices("gpu")
+    collector.start()
+    try:
+        assert devices.fitted_evidence(model) is None  # in a pipeline its stages measure
+        collector.stage_started("tune")
+        devices.absorb_evidence(record)
+        devices.absorb_evidence("not a record")  # a worker's attribute is its own: ignored
+        tune = collector.stage_ended("tune", seconds=4.0)
+    finally:
+        collector.stop()
+    assert tune["device"] == "mixed" and "OnGpu.fit" in tune["gpu"]
+    assert tune["reasons"]["FellBack.fit"] == devices.FELL_BACK
+    assert tune["gpu_calls_s"] == {}  # devices, never seconds, from another process

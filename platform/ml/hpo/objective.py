@@ -29,7 +29,7 @@ import numpy as np
 from mlpilot.platform.errors import MlpilotError
 from mlpilot.platform.ml import families
 from mlpilot.platform.ml import metrics as M
-from mlpilot.platform.ml.devices import observe_model, process_engine
+from mlpilot.platform.ml.devices import fitted_evidence, observe_model, process_engine
 from mlpilot.platform.ml.hpo import boosting, oof_store, sampling
 from mlpilot.platform.ml.hpo.spaces import sample
 from mlpilot.platform.ml.hpo.storage import claim
@@ -280,6 +280,7 @@ class CVObjective:
             if k == 0:  # where this configuration trains (the other folds train the same way)
                 observe_model(pipeline[:-1])
                 observe_model(fitted)
+                self._send_device(trial, fitted)
             values.append(self.sign * float(self.scorer(fitted, fold.X_valid, fold.y_valid)))
             if oof is not None:
                 oof.add(fitted, fold.X_valid, self.splits[k][1])
@@ -295,6 +296,14 @@ class CVObjective:
         if oof is not None and oof.ok:
             self._keep_or_share(trial, value, oof.values, family)
         return value
+
+    @staticmethod
+    def _send_device(trial: optuna.Trial, fitted: Any) -> None:
+        """A worker's trial carries where its model trained (the parent's stages cannot
+        see this process); in the pipeline itself the stage records it."""
+        record = fitted_evidence(fitted)
+        if record is not None:
+            trial.set_user_attr(vocab.ATTR_DEVICE, record)
 
     @property
     def oof_folds(self) -> str:

@@ -153,6 +153,12 @@ class TrialLogger:
             tags[vocab.TAG_WORKER] = f"{owner.get('host')}:{owner.get('pid')}"
         if trial.user_attrs.get(vocab.ATTR_ENGINE):
             tags[vocab.TAG_TRIAL_ENGINE] = str(trial.user_attrs[vocab.ATTR_ENGINE])
+        record = trial.user_attrs.get(vocab.ATTR_DEVICE)
+        if isinstance(record, dict):  # a worker's trial: where it trained joins the tune stage
+            from mlpilot.platform.ml.devices import absorb_evidence, describe_device
+
+            absorb_evidence(record)
+            tags[vocab.device_tag("trial")] = describe_device(record)[:500]
         return tags
 
     @staticmethod
