@@ -270,17 +270,10 @@ class _Stats:
         self.fallback_reasons = set(fields["fallback_reasons"])  # type: ignore[call-overload]
 
 
-def test_a_mixed_stage_gets_a_gpu_share_from_cuml_accels_profile(monkeypatch) -> None:
-    """The recorder reads ``cuml.accel.profile(quiet=True)``'s results (a fixture composed
-    from cuML's profilers.py) and times the leaves that are not proxies."""
+def _fake_profile(monkeypatch: pytest.MonkeyPatch) -> types.SimpleNamespace:
+    """``cuml.accel.profile(quiet=True)`` yielding results the test fills in."""
     import contextlib
-    import json
 
-    from sklearn.impute import SimpleImputer
-
-    fixture = json.loads(
-        (Path(__file__).parent / "data/accel_profiles/train_mixed.json").read_text()
-    )
     results = types.SimpleNamespace(method_calls={})
 
     @contextlib.contextmanager
@@ -295,6 +288,20 @@ def test_a_mixed_stage_gets_a_gpu_share_from_cuml_accels_profile(monkeypatch) ->
     monkeypatch.setitem(sys.modules, "cuml", cuml)
     monkeypatch.setitem(sys.modules, "cuml.accel", accel)
     monkeypatch.setattr(devices, "set_accel_log_level", lambda level="info": True)
+    return results
+
+
+def test_a_mixed_stage_gets_a_gpu_share_from_cuml_accels_profile(monkeypatch) -> None:
+    """The recorder reads ``cuml.accel.profile(quiet=True)``'s results (a fixture composed
+    from cuML's profilers.py) and times the leaves that are not proxies."""
+    import json
+
+    from sklearn.impute import SimpleImputer
+
+    fixture = json.loads(
+        (Path(__file__).parent / "data/accel_profiles/train_mixed.json").read_text()
+    )
+    results = _fake_profile(monkeypatch)
     collector = StageDevices("gpu")
     collector.start()
     try:
@@ -380,3 +387,60 @@ def test_a_worker_trial_sends_where_it_trained_and_the_tune_stage_takes_it(
     assert tune["device"] == "mixed" and "OnGpu.fit" in tune["gpu"]
     assert tune["reasons"]["FellBack.fit"] == devices.FELL_BACK
     assert tune["gpu_calls_s"] == {}  # devices, never seconds, from another process
+
+
+@pytest.mark.parametrize("version", ["25.08", "26.02", "26.08"])
+def test_each_cuml_release_gives_the_train_stage_its_share_and_its_kind(
+    monkeypatch: pytest.MonkeyPatch, version: str
+) -> None:
+    """One pipeline (an imbalanced forest with the GPU defaults) as each release logs and
+    profiles it (fixtures composed from that tag's cuML sources): through the recorder and
+    the comparison, 25.08 and 26.02 train mostly on the CPU, 26.08 is a GPU speedup."""
+    import json
+
+    from mlpilot.platform.agent import compare as C
+    from mlpilot.platform.execution import LegResult
+    from mlpilot.platform.execution.sandbox import ChildResult
+    from mlpilot.platform.ml.protocol import PipelineResult
+
+    fixture = json.loads(
+        (Path(__file__).parent / f"data/accel_versions/train_{version}.json").read_text()
+    )
+    results = _fake_profile(monkeypatch)
+    calls = fixture["method_calls"]
+    seconds = round(sum(c["gpu_time"] + c["cpu_time"] for c in calls.values()) + 0.1, 4)
+    collector = StageDevices("gpu")
+    collector.start()
+    try:
+        collector.stage_started("train")
+        for line in fixture["log"]:
+            collector.on_line(line)
+        results.method_calls.update({name: _Stats(**stats) for name, stats in calls.items()})
+        record = collector.stage_ended("train", seconds)
+    finally:
+        collector.stop()
+    assert record["device"] == fixture["expect"]["device"]
+    gpu_time = sum(c["gpu_time"] for c in calls.values())
+    assert record["gpu_share"] == round(gpu_time / seconds, 4)
+
+    def summary(engine: str, train_s: float, devices_: dict) -> C.LegSummary:
+        result = PipelineResult(
+            status="succeeded",
+            engine=engine,
+            timings={"train": train_s, "total": train_s + 1.0},
+            devices=devices_,
+            metrics={"test_f1": 0.8},
+        )
+        leg = LegResult(engine, ChildResult(0, train_s + 3.0), result, Path("."))
+        return C.LegSummary(engine, leg, [leg])
+
+    cpu = summary("cpu", 2.6, {"train": {"device": "cpu", "gpu": [], "cpu": [], "reasons": {}}})
+    gpu = summary("gpu", seconds, {"train": record})
+    row = C.speedup_rows(cpu, gpu, "ran", (True, "agree"))["train"]
+    assert row["kind"] == fixture["expect"]["kind"] and row["refused"] is None
+    assert row["ratio"] == round(2.6 / seconds, 4)
+    if row["kind"] == C.KIND_GPU:
+        assert row["speedup"] == row["ratio"] and row["gpu_share"] >= 0.5
+    else:
+        assert row["speedup"] is None and "mostly CPU" in row["note"]
+        assert "RandomForestClassifier.fit" in (row["cpu_leaves"] or "")
