@@ -210,6 +210,8 @@ def _children(obj: Any) -> list[Any]:
                 yield from estimators_in(item)
         elif hasattr(value, "fit") and not isinstance(value, type):
             yield value
+        elif hasattr(getattr(value, "estimator", None), "fit"):
+            yield value.estimator  # a fitted holder without fit (CalibratedClassifierCV's)
 
     params = obj.get_params(deep=False) if hasattr(obj, "get_params") else {}
     parts = [child for value in params.values() for child in estimators_in(value)]

@@ -318,3 +318,35 @@ def test_the_cuml_release_is_read_from_package_metadata(monkeypatch: pytest.Monk
         assert _base.cuml_release() == (26, 2)
     finally:
         _base.cuml_release.cache_clear()
+
+
+def test_a_gpu_svc_keeps_its_probabilities_where_cuml_refuses_probability_true() -> None:
+    """cuML 26.06/26.08 run ``SVC(probability=True)`` on the CPU: the GPU defaults there
+    calibrate a plain SVC instead (its fits stay on the GPU), so the model still has
+    probabilities; elsewhere, and for a multiclass target, the SVC is unchanged."""
+    import warnings
+
+    from sklearn.calibration import CalibratedClassifierCV
+    from sklearn.datasets import load_breast_cancer
+    from sklearn.svm import SVC
+
+    from mlpilot.platform.ml.families import Build, get
+
+    svm = get("svm")
+    calibrated = svm.make_estimator(
+        Build(task="classification", prefer="gpu", cuml=(26, 8)), {"C": 2.0}
+    )
+    assert isinstance(calibrated, CalibratedClassifierCV)
+    assert calibrated.estimator.C == 2.0 and calibrated.estimator.probability is not True
+    X, y = load_breast_cancer(return_X_y=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FutureWarning)  # no deprecated parameter is passed
+        calibrated.fit(X[:200], y[:200])
+    assert calibrated.predict_proba(X[:3]).shape == (3, 2)
+    for build in (
+        Build(task="classification", prefer="gpu", cuml=(26, 4)),
+        Build(task="classification", prefer="gpu", cuml=(26, 8), n_classes=3),
+        Build(task="classification", cuml=(26, 8)),
+    ):
+        plain = svm.make_estimator(build, {})
+        assert isinstance(plain, SVC) and plain.probability is True

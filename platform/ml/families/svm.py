@@ -28,10 +28,11 @@ class SupportVector(Family):
     cost = 20.0
     scale_sensitive = True
     gpu = GpuSupport("cuml.accel", "cuml")
-    #: cuML releases whose cuml.accel refuses ``SVC(probability=True)`` (it runs on the CPU):
-    #: ``python/cuml/cuml/svm/svc.py``, ``_params_from_cpu`` ("`probability=True` is not
-    #: supported"). The default keeps probabilities (the metrics and ``--proba`` need them)
-    gpu_probability_refused = ((26, 6), (26, 8))
+    #: from this cuML release cuml.accel refuses ``SVC(probability=True)`` and runs it on the
+    #: CPU (``python/cuml/cuml/svm/svc.py``, ``_params_from_cpu``: "`probability=True` is
+    #: not supported", 26.06 and 26.08; its comment points to scikit-learn's
+    #: CalibratedClassifierCV, which is what the GPU defaults then use)
+    gpu_probability_refused_since = (26, 6)
     slow_above_rows = 20000
     slow_reason = "its cost grows with the square of the rows"
 
@@ -46,6 +47,15 @@ class SupportVector(Family):
                 "random_state": build.seed,
                 "class_weight": "balanced" if build.imbalanced else None,
             }
+            if self._calibrated_on_gpu(build):
+                from sklearn.calibration import CalibratedClassifierCV
+
+                # Platt scaling outside the SVC, as probability=True does inside it: the
+                # SVC fits stay on the GPU and the model keeps its probabilities
+                # probability left at its default (False; scikit-learn 1.9 warns on any value)
+                plain = {k: v for k, v in base.items() if k != "probability"}
+                svc = SVC(**{**plain, **params})
+                return CalibratedClassifierCV(svc, method="sigmoid", cv=3, ensemble=False)
             return SVC(**{**base, **params})
         from sklearn.compose import TransformedTargetRegressor
         from sklearn.preprocessing import StandardScaler
@@ -54,4 +64,15 @@ class SupportVector(Family):
         # (diabetes progression) the defaults fit almost nothing (r² 0.04 → 0.4 scaled)
         return TransformedTargetRegressor(
             regressor=SVR(**{"C": 1.0, "kernel": "rbf", **params}), transformer=StandardScaler()
+        )
+
+    def _calibrated_on_gpu(self, build: Build) -> bool:
+        """A two-class SVC under the GPU defaults on a cuML that refuses probability=True
+        (a multiclass SVC runs on the CPU on every release)."""
+        release = build.cuml
+        return (
+            build.gpu
+            and build.n_classes == 2
+            and release is not None
+            and release >= self.gpu_probability_refused_since
         )
