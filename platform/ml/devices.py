@@ -600,7 +600,8 @@ class StageDevices:
             return
         reasons = record.get("reasons") if isinstance(record.get("reasons"), dict) else {}
         for device in (DEVICE_GPU, DEVICE_CPU):
-            for call in list(record.get(device) or [])[:MAX_ABSORBED]:
+            calls = record.get(device)
+            for call in calls[:MAX_ABSORBED] if isinstance(calls, list) else []:
                 why = reasons.get(call) if device == DEVICE_CPU else None
                 for name, _ in self._open:
                     self.evidence[name].add(str(call)[:200], device, why and str(why)[:300])

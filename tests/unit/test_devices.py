@@ -381,10 +381,12 @@ def test_a_worker_trial_sends_where_it_trained_and_the_tune_stage_takes_it(
         collector.stage_started("tune")
         devices.absorb_evidence(record)
         devices.absorb_evidence("not a record")  # a worker's attribute is its own: ignored
+        devices.absorb_evidence({"gpu": "XGBRegressor.fit", "cpu": {"a": 1}})  # not lists
         tune = collector.stage_ended("tune", seconds=4.0)
     finally:
         collector.stop()
-    assert tune["device"] == "mixed" and "OnGpu.fit" in tune["gpu"]
+    assert tune["device"] == "mixed" and tune["gpu"] == ["OnGpu.fit"]
+    assert tune["cpu"] == ["FellBack.fit"]
     assert tune["reasons"]["FellBack.fit"] == devices.FELL_BACK
     assert tune["gpu_calls_s"] == {}  # devices, never seconds, from another process
 
