@@ -186,11 +186,8 @@ def _study(study: Any) -> str | None:
     return f"{study['name']}" + (f" ({trials} trials)" if trials is not None else "")
 
 
-def _print_run(info: dict[str, Any]) -> None:
-    from rich.table import Table
-
-    out = console()
-    out.print(_text(f"run {info['run_id']}  ", "bold") + _status(info["status"]))
+def _run_fields(info: dict[str, Any]) -> list[tuple[str, Any]]:
+    """The rows of ``runs show``'s table, in order (empty ones are left out when printed)."""
     engine = info.get("engine") or {}
     fields = [
         ("experiment", info["experiment"]),
@@ -228,8 +225,16 @@ def _print_run(info: dict[str, Any]) -> None:
     contained = info.get("containment")
     if contained:
         fields.append(("contained", f"user {contained['user']}; network {contained['network']}"))
+    return fields
+
+
+def _print_run(info: dict[str, Any]) -> None:
+    from rich.table import Table
+
+    out = console()
+    out.print(_text(f"run {info['run_id']}  ", "bold") + _status(info["status"]))
     table = Table(show_header=False, box=None)
-    for key, value in fields:
+    for key, value in _run_fields(info):
         if value not in (None, ""):
             table.add_row(key, _text(value))
     out.print(table)

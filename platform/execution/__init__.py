@@ -36,8 +36,9 @@ from mlpilot.platform.execution.sandbox import (
     ChildResult,
     ContainedChild,
     Limits,
+    captured_tail,
     scrubbed_env,
-    start_child,
+    start_set_up,
 )
 from mlpilot.platform.ml import protocol
 from mlpilot.platform.ml.device_errors import is_device_error
@@ -111,7 +112,7 @@ class LegResult:
                 "and the pipeline was stopped",
                 "stage": "running",
             }
-        tail = _tail(child.stderr)
+        tail = captured_tail(child.stderr, 1, 300)
         if child.returncode == FAILED_TO_CONTAIN:
             return {"type": "ContainmentError", "message": tail, "stage": "running"}
         how = (
@@ -125,13 +126,6 @@ class LegResult:
             "message": f"the pipeline process {how} without a result{detail}",
             "stage": "running",
         }
-
-
-def _tail(captured: bytes, lines: int = 1) -> str:
-    """The last lines of what the parent captured from the child's pipe (never a file of
-    the run folder, which the pipeline could have swapped for a link)."""
-    text = captured.decode("utf-8", errors="replace").strip().splitlines()
-    return " ".join(text[-lines:])[-300:]
 
 
 #: the most one poll reads of events.jsonl (the rest waits for the next poll)
@@ -288,7 +282,7 @@ class Executor:
         )
         env.update(proxy.env)
         setup.pass_fds += (proxy.child_fd,)
-        limits = self._limits_for(name, contained=setup.contain.get("uid") is not None)
+        limits = self._limits_for(name, contained=setup.contained)
         setup.record.limits = limits.describe()
         try:
             lock, sampler = self._claim_device(name)
@@ -299,22 +293,12 @@ class Executor:
             proxy.close()
             raise
         try:
-            child = start_child(
-                command,
-                cwd=run_dir,
-                env=env,
-                limits=limits,
-                contain=setup.contain,
-                pass_fds=setup.pass_fds,
-                watch=setup.watch,
-            )
+            child = start_set_up(setup, command, cwd=run_dir, env=env, limits=limits)
         except BaseException:
             if lock is not None:
                 lock.release()
             proxy.close()
             raise
-        finally:
-            setup.close_fds()
         try:
             _refresh_package_map(self.settings.home)
         except BaseException:

@@ -436,6 +436,11 @@ class ChildSetup:
     record: Containment
     watch: TreeWatch | None = None
 
+    @property
+    def contained(self) -> bool:
+        """Whether the child runs as its own uid (then its processes can be counted)."""
+        return self.contain.get("uid") is not None
+
     def close_fds(self) -> None:
         """The parent's copies of the handed-over descriptors (the child keeps its own)."""
         for fd in self.pass_fds:

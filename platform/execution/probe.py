@@ -31,7 +31,7 @@ from typing import Any
 from mlpilot.platform.config import Settings, get_settings
 from mlpilot.platform.execution.commands import engine_command, leg_env
 from mlpilot.platform.execution.containment import set_up_child
-from mlpilot.platform.execution.sandbox import ChildResult, Limits, start_child
+from mlpilot.platform.execution.sandbox import ChildResult, Limits, captured_tail, start_set_up
 from mlpilot.platform.ml import protocol
 from mlpilot.platform.ml.devices import DriverReport, cuda_driver_report
 from mlpilot.tracking.runfolder import RunFolder, UnsafeFile
@@ -131,29 +131,16 @@ def run_probe(settings: Settings, python: str = sys.executable) -> ProbeVerdict:
         env = leg_env(settings, "gpu", {protocol.ENV_PROBE_OUT: str(work / REPORT_FILE)})
         setup = set_up_child(settings, engine="gpu", run_dir=work, reads=[])
         env.update(setup.env)
-        contained = setup.contain.get("uid") is not None
         limits = Limits(
             timeout_s=PROBE_TIMEOUT_S,
             file_size_mb=settings.max_file_mb,
             run_disk_mb=settings.max_run_disk_mb,
-            processes=settings.max_processes if contained else None,
+            processes=settings.max_processes if setup.contained else None,
         )
         command = engine_command("gpu", str(probe_script()), [], python=python)
-        try:
-            child = start_child(
-                command,
-                cwd=work,
-                env=env,
-                limits=limits,
-                contain=setup.contain,
-                pass_fds=setup.pass_fds,
-                watch=setup.watch,
-            )
-        finally:
-            setup.close_fds()
-        result = child.wait()
+        result = start_set_up(setup, command, cwd=work, env=env, limits=limits).wait()
         report = _read_report(work)
-    verdict = decide(report, result, _tail(result.stderr))
+    verdict = decide(report, result, captured_tail(result.stderr, 3, 400))
     logger.info("GPU probe (as %s): %s", setup.record.user, verdict.reason)
     return verdict
 
@@ -169,12 +156,6 @@ def _read_report(work: Path) -> dict[str, Any] | None:
         logger.debug("no readable GPU probe report: %s", exc)
         return None
     return parsed if isinstance(parsed, dict) else None
-
-
-def _tail(captured: bytes, lines: int = 3) -> str:
-    """The end of what the parent captured from the probe's stderr."""
-    text = captured.decode("utf-8", errors="replace").strip().splitlines()
-    return " ".join(text[-lines:])[-400:]
 
 
 def environment_key(

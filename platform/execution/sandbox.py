@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from mlpilot.tracking.runfolder import RunFolder
 
@@ -233,6 +233,32 @@ def run_child(
         command, cwd=cwd, env=env, limits=limits, log_prefix=log_prefix, contain=contain
     )
     return child.wait(poll=poll, cancel=cancel)
+
+
+def captured_tail(captured: bytes, lines: int, chars: int) -> str:
+    """The last ``lines`` of what the parent captured from a child's pipe, as one line of
+    at most ``chars`` (never a file of its folder, which the child could swap for a link)."""
+    text = captured.decode("utf-8", errors="replace").strip().splitlines()
+    return " ".join(text[-lines:])[-chars:]
+
+
+def start_set_up(
+    setup: Any, command: list[str], *, cwd: Path, env: Mapping[str, str], limits: Limits
+) -> ContainedChild:
+    """Start ``command`` under a ``containment.ChildSetup`` (its containment, descriptors
+    and watch); the parent's copies of the descriptors are closed either way."""
+    try:
+        return start_child(
+            command,
+            cwd=cwd,
+            env=env,
+            limits=limits,
+            contain=setup.contain,
+            pass_fds=setup.pass_fds,
+            watch=setup.watch,
+        )
+    finally:
+        setup.close_fds()
 
 
 def start_child(

@@ -185,13 +185,13 @@ def test_the_probe_runs_the_gpu_command_with_the_scrubbed_environment(
     """The real command on this machine: `python -m cudf.pandas -m cuml.accel gpu_probe.py`
     with the pipelines' environment (no secrets) — and without cudf it must fail."""
     seen: dict = {}
-    real = P.start_child
+    real = P.start_set_up
 
-    def spy(command, *, cwd, env, limits, **kw):
+    def spy(setup, command, *, cwd, env, limits):
         seen.update(command=command, env=dict(env))
-        return real(command, cwd=cwd, env=env, limits=limits, **kw)
+        return real(setup, command, cwd=cwd, env=env, limits=limits)
 
-    monkeypatch.setattr(P, "start_child", spy)
+    monkeypatch.setattr(P, "start_set_up", spy)
     monkeypatch.setenv("NVIDIA_API_KEY", "secret")
     monkeypatch.setenv("CUDF_PANDAS_RMM_MODE", "pool")
     settings = Settings.from_env({"MLPILOT_HOME": str(tmp_path)})

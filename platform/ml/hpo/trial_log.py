@@ -109,8 +109,11 @@ class TrialLogger:
                 return
 
     def _write(self, trial: optuna.trial.FrozenTrial) -> None:
+        from mlpilot.platform.ml.devices import absorb_evidence
         from mlpilot.platform.ml.hpo.storage import describe_failure
 
+        # a worker's trial: where it trained joins the open tune stage
+        absorb_evidence(trial.user_attrs.get(vocab.ATTR_DEVICE))
         try:
             tags, metrics = self._trial_tags(trial), self._trial_metrics(trial)
             status = vocab.TRIAL_STATE_TO_MLFLOW.get(trial.state.name, "FAILED")
@@ -154,10 +157,9 @@ class TrialLogger:
         if trial.user_attrs.get(vocab.ATTR_ENGINE):
             tags[vocab.TAG_TRIAL_ENGINE] = str(trial.user_attrs[vocab.ATTR_ENGINE])
         record = trial.user_attrs.get(vocab.ATTR_DEVICE)
-        if isinstance(record, dict):  # a worker's trial: where it trained joins the tune stage
-            from mlpilot.platform.ml.devices import absorb_evidence, describe_device
+        if isinstance(record, dict):  # a worker's trial: where it trained
+            from mlpilot.platform.ml.devices import describe_device
 
-            absorb_evidence(record)
             tags[vocab.device_tag("trial")] = describe_device(record)[:500]
         return tags
 
