@@ -117,6 +117,8 @@ CV_SOURCE_SEARCH = "search: the chosen model's out-of-fold scores (selected, opt
 TAG_OPTUNA_STUDY = "mlpilot.optuna.study"
 TAG_OPTUNA_STORAGE = "mlpilot.optuna.storage"
 TAG_OPTUNA_BEST_PARAMS = "mlpilot.optuna.best_params"
+#: where a search's first trials came from: nearest, portfolio, unavailable or off
+TAG_OPTUNA_WARM_START = "mlpilot.optuna.warm_start"
 # nested trial runs
 TAG_STUDY = "mlpilot.study"
 TAG_TRIAL_NUMBER = "mlpilot.trial_number"

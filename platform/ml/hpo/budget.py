@@ -129,20 +129,23 @@ def best_fit_s(study: optuna.Study) -> float | None:
     return sampling.full_fit_s(best, study.user_attrs)
 
 
-def enqueue_low_cost(study: optuna.Study, names: tuple[str, ...], model: str) -> int:
-    """Queue one cheap configuration per family at the start of a fresh study; how many."""
-    if study.get_trials(deepcopy=False):
+def enqueue_low_cost(
+    study: optuna.Study, names: tuple[str, ...], model: str, *, resumed_ok: bool = False
+) -> int:
+    """Queue one cheap configuration per family at the start of a fresh study; how many
+    (``resumed_ok``: after trials already queued, as a warm start's are)."""
+    if not resumed_ok and study.get_trials(deepcopy=False):
         return 0  # a resumed study: its trials already measured what is cheap
     queued = 0
     # each family's small, fast first configuration (``Family.low_cost``), in the order of
     # its ``priority``; the rest of its parameters is sampled
     for family in families.registry().low_cost_queue(names):
-        study.enqueue_trial(_prefixed(family.name, dict(family.low_cost or {}), model))
+        study.enqueue_trial(study_params(family.name, dict(family.low_cost or {}), model))
         queued += 1
     return queued
 
 
-def _prefixed(family: str, params: dict[str, Any], model: str) -> dict[str, Any]:
+def study_params(family: str, params: dict[str, Any], model: str) -> dict[str, Any]:
     """Fixed parameters as the study names them (``family.param`` when model=auto)."""
     if model != "auto":
         return dict(params)
@@ -221,7 +224,7 @@ class PlateauMoves:
         configurations there: the search's best is soon measured on rows like the final fit's."""
         sampling.grow(study, state, rows, finished, why)
         for family, best in ranked[: sampling.GROW_FAMILIES]:
-            params = _prefixed(family, model_params(best.params), self.model)
+            params = study_params(family, model_params(best.params), self.model)
             study.enqueue_trial(params, skip_if_exists=False)
         size = "every row" if rows >= state.full else f"{rows:,} rows"
         return f"a larger sample: {size} of each training fold"
@@ -248,7 +251,7 @@ class PlateauMoves:
             if key in self.tried:
                 continue
             self.tried.add(key)
-            study.enqueue_trial(_prefixed(family, grown, self.model))
+            study.enqueue_trial(study_params(family, grown, self.model))
             rounds = families.get(family).rounds
             return f"the best {label_of(family)} grown to {rounds}={grown[rounds]}"
         return None

@@ -38,6 +38,8 @@ from mlpilot.platform.ml.hpo.spaces import FAMILY_PARAM, auto_families, model_pa
 from mlpilot.platform.ml.hpo.spec import default_study_name, spec_from_run
 from mlpilot.platform.ml.hpo.storage import open_storage, redact
 from mlpilot.platform.ml.hpo.trial_log import TrialLogger
+from mlpilot.platform.ml.hpo.warm import enqueue_warm_start
+from mlpilot.platform.ml.hpo.warm import record as record_warm_start
 from mlpilot.tracking import vocab
 
 logger = logging.getLogger(__name__)
@@ -86,9 +88,6 @@ def optimize(
     if trials is None and timeout_s is None:
         trials = DEFAULT_TRIALS
         run.note(f"no trial count or time budget given: running {DEFAULT_TRIALS} trials")
-    if warm_start:
-        run.note("warm start requested, but no meta-learned prior ships yet: starting cold")
-        run.result.warm_start = "unavailable"
 
     storage_url = storage or get_settings().optuna_storage
     name = study_name or default_study_name(run, model)
@@ -136,6 +135,17 @@ def optimize(
         folds=len(objective.splits),
         enabled=clock is not None and trials is None,
     )
+    if warm_start:
+        enqueue_warm_start(
+            run,
+            study,
+            objective,
+            model=model,
+            names=auto_families(run.prefer) if model == "auto" else (model,),
+            timed=clock is not None,
+        )
+    else:
+        record_warm_start(run, "off")
     logger = TrialLogger.for_parent(run.logger, name)
     stopper = (
         EarlyStopping(patience=patience, min_delta=min_delta, warmup=warmup)
