@@ -233,9 +233,10 @@ FATAL = {
 
 def test_fatal_payloads_end_failed_in_one_line(lab: Path) -> None:
     """Each payload that never comes back: the run FAILED in both stores, saying which limit."""
-    # the process limit counts every process of the run user: the fork bomb runs alone,
-    # and only where there is such a user (as root): elsewhere it would be a real one
-    batches = [("infinite loop", "10**10**8", "10 GB write")] + [("fork bomb",)] * ROOT
+    # the process limit counts every process of the run's own uid, so the fork bomb runs
+    # beside the others, and only where there is such a uid (as root): elsewhere it would
+    # be a real one
+    batches = [("infinite loop", "10**10**8", "10 GB write") + ("fork bomb",) * ROOT]
     for batch in batches:
         started = {}
         for payload in batch:
