@@ -128,3 +128,18 @@ def test_without_a_prior_the_search_says_it_starts_cold(
     assert any("no meta-learned prior ships: starting cold" in n for n in run.notes)
     assert run.result.warm_start == "unavailable"
     assert warm.WARM_TRIALS >= 3 and vocab.TAG_OPTUNA_WARM_START.startswith("mlpilot.")
+
+
+def test_train_model_auto_takes_the_priors_best_configuration(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from mlpilot.platform.ml import steps
+
+    monkeypatch.setattr(P.Prior, "shipped", classmethod(lambda cls: P.Prior(_doc())))
+    run = loaded_run(tmp_path, _frame(200).drop(columns=["colour", "gap"]), seed=42)
+    steps.train_model(run, model="auto")
+    assert run.model.family == "rf" and run.model.params in _doc()["candidates"]["regression"]["rf"]
+    assert any("did best on" in n for n in run.notes)
+    monkeypatch.setattr(P.Prior, "shipped", classmethod(lambda cls: None))
+    steps.train_model(run, model="auto")  # no prior: the default family, its defaults
+    assert run.model.params == {} and any("default configuration" in n for n in run.notes)

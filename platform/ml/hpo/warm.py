@@ -103,3 +103,25 @@ def enqueue_low_cost_for(study: optuna.Study, names: tuple[str, ...], model: str
     if not names:
         return 0
     return enqueue_low_cost(study, names, model, resumed_ok=True)
+
+
+def best_configuration(
+    run: PipelineRun, names: tuple[str, ...], X: Any, y: Any
+) -> tuple[str, dict[str, Any], str] | None:
+    """``train_model(model="auto")``'s family and configuration from the prior, and where
+    it came from; None where no prior ships or it knows none of ``names``."""
+    from mlpilot.platform.ml.prior import Prior, meta_features
+
+    prior = Prior.shipped()
+    task = str(run.data.task)
+    known = tuple(n for n in names if prior is not None and n in prior.families(task))
+    if prior is None or not known:
+        return None
+    picked, choice = prior.ranked(known, task, meta_features(X, y, task, seed=run.seed), 1)
+    if not picked:
+        return None
+    family, params = picked[0]
+    # as the search's objective decides whether categories reach a learner natively
+    if not (run.data.feature_plan(run.seed).native and run.prefer == "cpu"):
+        params = {k: v for k, v in params.items() if k != CATEGORICAL_PARAM}
+    return family, params, choice.describe()

@@ -61,10 +61,10 @@ def train_model(
     run.open_tracking()  # while the model fits
     with run.stage("train"):
         family = resolve_family(model, run.prefer)
-        if model == "auto":
-            run.note(f"model auto: fitting {label_of(family)} with its default configuration")
-        pipeline = run.build_pipeline(family, params)
         X_train, y_train = run.data.train()
+        if model == "auto":
+            family, params = _auto_choice(run, family, params, X_train, y_train)
+        pipeline = run.build_pipeline(family, params)
         spec = families.get(family)
         if spec.slow_above_rows is not None and len(X_train) > spec.slow_above_rows:
             run.note(f"{family} on {len(X_train)} rows is slow ({spec.slow_reason})")
@@ -73,6 +73,25 @@ def train_model(
         set_model(run, pipeline, family, params or {})
         run.event("progress", stage="train", message=f"fitted {label_of(family)}")
     score_on_test(run)
+
+
+def _auto_choice(
+    run: PipelineRun, family: str, params: dict[str, Any] | None, X: Any, y: Any
+) -> tuple[str, dict[str, Any] | None]:
+    """``model="auto"``: the prior's best configuration for data like this (when one ships
+    and the plan gave no parameters), else the default family with its defaults."""
+    from mlpilot.platform.ml.hpo.spaces import auto_families
+    from mlpilot.platform.ml.hpo.warm import best_configuration
+
+    chosen = None if params else best_configuration(run, auto_families(run.prefer), X, y)
+    if chosen is None:
+        run.note(f"model auto: fitting {label_of(family)} with its default configuration")
+        return family, params
+    family, params, source = chosen
+    run.note(
+        f"model auto: fitting {label_of(family)} with the configuration that did best on {source}"
+    )
+    return family, params
 
 
 def set_model(run: PipelineRun, pipeline: Any, family: str, params: dict[str, Any]) -> None:
