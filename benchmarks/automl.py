@@ -156,7 +156,13 @@ def score(kind: str, y_true: Any, prediction: Any, proba: Any, classes: list[str
 
 # -- the tools ----------------------------------------------------------------------------------
 def run_mlpilot(
-    bench: BenchSet, kind: str, train: Path, test: Path, budget: float, home: Path
+    bench: BenchSet,
+    kind: str,
+    train: Path,
+    test: Path,
+    budget: float,
+    home: Path,
+    params: tuple[str, ...] = (),
 ) -> tuple[Any, Any, list[str], float, dict[str, Any]]:
     """``mlpilot run`` on the train file, then ``mlpilot predict --proba`` on the test file."""
     exe = str(Path(sys.executable).with_name("mlpilot"))
@@ -175,6 +181,7 @@ def run_mlpilot(
         "full-automl",
         "--param",
         f"timeout_s={budget:g}",
+        *(arg for param in params for arg in ("--param", param)),
         "--json",
     ]
     started = time.perf_counter()
@@ -251,7 +258,13 @@ def run_peer(
 
 
 def one_split(
-    bench: BenchSet, frame: Any, seed: int, budget: float, work: Path, tools: tuple[str, ...]
+    bench: BenchSet,
+    frame: Any,
+    seed: int,
+    budget: float,
+    work: Path,
+    tools: tuple[str, ...],
+    params: tuple[str, ...] = (),
 ) -> dict[str, Outcome]:
     train_frame, test_frame = split(frame, bench, seed)
     kind = kind_of(bench, frame[bench.target])
@@ -265,7 +278,7 @@ def one_split(
         outcome = Outcome(tool)
         try:
             if tool == "mlpilot":
-                got = run_mlpilot(bench, kind, train, test, budget, work / "home")
+                got = run_mlpilot(bench, kind, train, test, budget, work / "home", params)
             else:
                 got = run_peer(tool, bench, kind, train, test, budget)
             prediction, proba, classes, outcome.wall_s, outcome.extra = got
@@ -391,7 +404,10 @@ def run_sets(sets: list[BenchSet], args: argparse.Namespace, tools: tuple[str, .
             frame = bench.load()
             seeds = SPLIT_SEEDS[: args.seeds] if len(frame) < SMALL_ROWS else SPLIT_SEEDS[:1]
             kind = kind_of(bench, frame[bench.target])
-            splits = [one_split(bench, frame, s, args.budget, Path(tmp), tools) for s in seeds]
+            params = ("warm_start=false",) if args.no_warm_start else ()
+            splits = [
+                one_split(bench, frame, s, args.budget, Path(tmp), tools, params) for s in seeds
+            ]
             metric = {"binary": "roc_auc", "multiclass": "accuracy", "regression": "r2"}[kind]
             row = {"set": bench.item, "kind": kind, "metric": metric, "rows": len(frame)}
             row["seeds"] = list(seeds)
@@ -446,6 +462,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--datasets", default=str(DATASETS))
     parser.add_argument("--json", default="automl-benchmark.json", help="write the result here")
     parser.add_argument("--no-store", action="store_true", help="no benchmarks doc, no MLflow")
+    parser.add_argument(
+        "--no-warm-start", action="store_true", help="mlpilot's search starts cold (issue 29)"
+    )
     args = parser.parse_args(argv)
     tools = tuple(t for t in args.tools.split(",") if t)
     sets = read_sets(Path(args.datasets))
