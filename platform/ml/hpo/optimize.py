@@ -39,7 +39,6 @@ from mlpilot.platform.ml.hpo.spec import default_study_name, spec_from_run
 from mlpilot.platform.ml.hpo.storage import open_storage, redact
 from mlpilot.platform.ml.hpo.trial_log import TrialLogger
 from mlpilot.platform.ml.hpo.warm import enqueue_warm_start
-from mlpilot.platform.ml.hpo.warm import record as record_warm_start
 from mlpilot.tracking import vocab
 
 logger = logging.getLogger(__name__)
@@ -135,17 +134,7 @@ def optimize(
         folds=len(objective.splits),
         enabled=clock is not None and trials is None,
     )
-    if warm_start:
-        enqueue_warm_start(
-            run,
-            study,
-            objective,
-            model=model,
-            names=auto_families(run.prefer) if model == "auto" else (model,),
-            timed=clock is not None,
-        )
-    else:
-        record_warm_start(run, "off")
+    enqueue_warm_start(run, study, objective, model=model, timed=clock is not None, on=warm_start)
     logger = TrialLogger.for_parent(run.logger, name)
     stopper = (
         EarlyStopping(patience=patience, min_delta=min_delta, warmup=warmup)

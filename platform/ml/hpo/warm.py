@@ -35,16 +35,21 @@ def enqueue_warm_start(
     objective: CVObjective,
     *,
     model: str,
-    names: tuple[str, ...],
     timed: bool,
+    on: bool = True,
 ) -> int:
     """Queue the prior's configurations at the start of a fresh study; how many.
 
-    ``names`` are the families searched; ``timed``: a time budget (one per family, in the
-    low-cost queue's order, instead of the low-cost points).
+    ``timed``: a time budget (one per family, in the low-cost queue's order, instead of the
+    low-cost points); ``on``: the step's ``warm_start`` (off: only recorded).
     """
+    from mlpilot.platform.ml.hpo.spaces import auto_families
     from mlpilot.platform.ml.prior import Prior, meta_features
 
+    if not on:
+        record(run, "off")
+        return 0
+    names = auto_families(run.prefer) if model == "auto" else (model,)
     if study.get_trials(deepcopy=False):
         return 0  # a resumed study starts from its own trials
     prior = Prior.shipped()
