@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from mlpilot.platform.config.interrupts import shielded
 from mlpilot.platform.errors import TrackingError
-from mlpilot.tracking import vocab
+from mlpilot.tracking import schema_cache, vocab
 from mlpilot.tracking.space import out_of_space, space_left
 
 logger = logging.getLogger(__name__)
@@ -157,6 +157,8 @@ def _initialise_sqlite(path: Path, artifact_root: str) -> None:
     building = path.with_name(f".{path.name}.{os.getpid()}.creating")
     uri = f"sqlite:///{building}"
     try:
+        # MLflow finds the template's tables and adds only the Default experiment
+        schema_cache.copy_template(building)
         store = SqlAlchemyStore(uri, artifact_root)
         store.engine.dispose()  # closed before the rename: no handle on the old name
         SqlAlchemyStore._engine_map.pop(uri, None)
