@@ -38,6 +38,8 @@ TSV = HERE.parent.parent / "shared" / "eval" / "meta-train-datasets.tsv"
 CHECKPOINT = HERE / "prior-checkpoint.jsonl"
 OUT = HERE.parent / "platform" / "ml" / "prior" / "data" / "prior.json"
 CV_FOLDS = 3
+#: what built the checkpoint's first records (written before records kept their command)
+EARLY_COMMAND = "python benchmarks/build_prior.py --rows 2000 --pool 12 --shard I/2"
 MIN_ROWS = 60
 MAX_CLASSES = 20
 
@@ -83,11 +85,13 @@ def load(row: dict[str, str], rows: int, work: Path) -> Any:
         return f"{len(frame)} rows"
     if frame[target].nunique() < 2:
         return "a constant target"
+    full_rows = len(frame)
     if len(frame) > rows:
         frame = frame.sample(rows, random_state=0)
     path = work / "data.csv"
     frame.to_csv(path, index=False)
     run = _prepared(path, target, work / "run")
+    run.full_rows = full_rows  # the meta-features describe the data set, not the sample
     n_classes = len(run.data.classes) if run.data.classes is not None else 0
     if run.data.task == "classification":
         counts = np.unique(np.asarray(run.data.train()[1]).astype(str), return_counts=True)[1]
@@ -154,7 +158,10 @@ def one_set(row: dict[str, str], args: argparse.Namespace) -> dict[str, Any]:
             "task": task,
             "metric": metric,
             "rows": len(y),
-            "meta": meta_features(X, y, task),
+            "rows_cap": args.rows,
+            "command": "python benchmarks/build_prior.py " + " ".join(sys.argv[1:]),
+            "full_rows": run.full_rows,
+            "meta": _described(meta_features(X, y, task), len(y), run.full_rows, args.rows),
             "scores": {},
             "seconds": {},
         }
@@ -167,6 +174,15 @@ def one_set(row: dict[str, str], args: argparse.Namespace) -> dict[str, Any]:
             record["seconds"][family] = round(time.perf_counter() - t0, 2)
     record["seconds"]["total"] = round(time.perf_counter() - started, 2)
     return record
+
+
+def _described(meta: dict[str, float], rows: int, full_rows: int, cap: int) -> dict[str, float]:
+    """``log_rows`` as a search on the whole data set would compute it: the training
+    split of every row, not of the capped sample the candidates were scored on."""
+    import math
+
+    sampled = min(full_rows, cap)
+    return {**meta, "log_rows": math.log10(max(1.0, full_rows * rows / sampled))}
 
 
 def done_names() -> set[str]:
@@ -223,9 +239,10 @@ def assemble(args: argparse.Namespace) -> None:
     doc = {
         "format": 1,
         "built": {
-            "command": "python benchmarks/build_prior.py " + " ".join(sys.argv[1:]),
+            "commands": sorted({r.get("command", EARLY_COMMAND) for r in used}),
+            "assembled_by": "python benchmarks/build_prior.py " + " ".join(sys.argv[1:]),
             "date": datetime.now(timezone.utc).strftime("%Y-%m-%d"),
-            "rows_cap": args.rows,
+            "rows_caps": _count(r.get("rows_cap", 2000) for r in used),
             "cv_folds": CV_FOLDS,
             "pool": args.pool,
             "seconds": round(sum(r["seconds"]["total"] for r in used), 1),
@@ -256,6 +273,13 @@ def assemble(args: argparse.Namespace) -> None:
     print(
         f"wrote {out} ({out.stat().st_size // 1024} KiB): {len(used)} data sets used, {len(records) - len(used)} skipped; build time {doc['built']['seconds']} s"
     )
+
+
+def _count(values: Any) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for value in values:
+        out[str(value)] = out.get(str(value), 0) + 1
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
