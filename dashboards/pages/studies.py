@@ -424,10 +424,16 @@ def _intermediate(d: dict[str, Any], log: bool) -> Any:
         title=f"intermediate values · {d['name']}",
         height=360,
         margin={"t": 50},
-        xaxis_title="step reported",
+        xaxis={"title": "step reported", "tickformat": "d", "dtick": _step_tick(d["curves"])},
         yaxis={"title": d["metric"], "type": "log" if log else "linear"},
     )
     return dcc.Graph(figure=fig, id="studies-intermediate")
+
+
+def _step_tick(curves: list[dict[str, Any]]) -> int | None:
+    """Steps are whole numbers (a fold's index, offset): one tick each when they are few."""
+    steps = [s for c in curves for s in c["steps"]]
+    return 1 if steps and max(steps) - min(steps) <= 20 else None
 
 
 def _parallel(d: dict[str, Any], family: str | None) -> Any:
