@@ -29,6 +29,8 @@ MAX_PARALLEL_LINES = 200
 STUDY_CACHE_S = 30.0
 #: the most the dashboard reads of a run folder's pipeline.py
 PIPELINE_MAX_BYTES = 4 * 2**20
+#: where a search run logs its Optuna plots (``platform/ml/hpo/summary.py``)
+OPTUNA_PLOTS = "plots/optuna"
 
 
 def configure(settings: Settings | None = None) -> None:
@@ -222,6 +224,7 @@ def run_detail(run_id: str) -> dict[str, Any] | None:
         detail["mlflow_error"] = str(exc).splitlines()[0][:200]
     detail["pipeline"] = _pipeline_source(doc)
     detail["plots"] = _plots(run_id)
+    detail["search"] = _search(run_id, doc)
     detail["registry"] = _versions_of_run(run_id)
     detail["ui_url"] = mlflow_ui_url(doc)
     return detail
@@ -261,12 +264,12 @@ def _pipeline_source(doc: dict[str, Any]) -> str | None:
         return None
 
 
-def _plots(run_id: str, limit: int = 12) -> list[dict[str, str]]:
+def _plots(run_id: str, limit: int = 12, folder: str = "plots") -> list[dict[str, str]]:
     """PNG plots of a run as data URIs (bytes from the artifact store, never HTML)."""
     from pathlib import Path
 
     try:
-        items = client().list_artifacts(run_id, "plots")
+        items = client().list_artifacts(run_id, folder)
     except Exception as exc:
         logger.debug("plots not readable: %s", exc)
         return []
@@ -286,6 +289,20 @@ def _plots(run_id: str, limit: int = 12) -> list[dict[str, str]]:
             }
         )
     return plots
+
+
+def _search(run_id: str, doc: dict[str, Any]) -> dict[str, Any] | None:
+    """A search run's study (name, counts, best) and the Optuna plots it logged
+    (``plots/optuna``: PNGs shown inline; the Plotly page only named, since its inline
+    scripts cannot run under the dashboard's CSP)."""
+    study = doc.get("study") or {}
+    if not study.get("name"):
+        return None
+    return {
+        "study": study,
+        "plots": _plots(run_id, folder=OPTUNA_PLOTS),
+        "page": f"{OPTUNA_PLOTS}/study.html",
+    }
 
 
 def _versions_of_run(run_id: str) -> list[dict[str, Any]]:
@@ -347,6 +364,15 @@ def benchmarks(limit: int = 500) -> list[dict[str, Any]]:
 
 
 # -- studies -------------------------------------------------------------------------------------
+#: the trial states the Studies page draws, each its own marker
+DRAWN_STATES = ("COMPLETE", "PRUNED", "FAIL")
+#: trials whose intermediate values are drawn: enough to see pruning at work, few enough
+#: for SVG
+MAX_CURVES = 120
+#: trials a per-family importance is computed from (fANOVA's cost grows with them)
+IMPORTANCE_SAMPLE = 1000
+
+
 def _optuna_storage() -> Any:
     with _LOCK:
         if "optuna" not in _STATE:
@@ -357,16 +383,20 @@ def _optuna_storage() -> Any:
 
 
 def studies() -> list[dict[str, Any]]:
-    """Every study, newest first. Reads the storage's own index: optuna's study summaries
-    walk every trial of every study and take seconds on a 20,000-trial history."""
+    """Every study, most trials first, with its metric and the experiments of its runs.
+    Reads the storage's own index: optuna's study summaries walk every trial of every
+    study and take seconds on a 20,000-trial history."""
     storage = _optuna_storage()
     try:
         frozen = storage.get_all_studies()
     except Exception as exc:
         logger.debug("Optuna storage unavailable: %s", exc)
         return []
+    runs = study_runs([s.study_name for s in frozen])
     out = []
-    for study in sorted(frozen, key=lambda s: s._study_id, reverse=True):
+    for study in frozen:
+        spec = study.user_attrs.get(vocab.ATTR_SPEC) or {}
+        found = runs.get(study.study_name, [])
         out.append(
             {
                 "name": study.study_name,
@@ -374,13 +404,49 @@ def studies() -> list[dict[str, Any]]:
                 "direction": study.direction.name.lower()
                 if len(study.directions) == 1
                 else "multi",
+                "metric": _study_metric(spec, found),
+                "experiments": sorted({r["experiment"] for r in found if r["experiment"]}),
+                "study_id": study._study_id,
+            }
+        )
+    # the busiest study first: it is the one the page opens on
+    out.sort(key=lambda s: (-s["n_trials"], -s["study_id"]))
+    return out
+
+
+def study_runs(names: list[str]) -> dict[str, list[dict[str, Any]]]:
+    """The agent runs that made or joined each study: run id, experiment, metric."""
+    if not names:
+        return {}
+    try:
+        docs = store().find_runs(
+            {"study.name": {"$in": list(names)}},
+            limit=max(1000, 4 * len(names)),
+            projection={"study": 1, "experiment": 1},
+        )
+    except Exception as exc:  # the studies still show without MongoDB, unattributed
+        logger.debug("runs of the studies unavailable: %s", exc)
+        return {}
+    out: dict[str, list[dict[str, Any]]] = {}
+    for doc in docs:
+        study = doc.get("study") or {}
+        out.setdefault(str(study.get("name")), []).append(
+            {
+                "run_id": doc["_id"],
+                "experiment": doc.get("experiment") or "",
+                "metric": study.get("metric") or "",
             }
         )
     return out
 
 
+def _study_metric(spec: dict[str, Any], runs: list[dict[str, Any]]) -> str:
+    metric = spec.get("metric") if isinstance(spec, dict) else None
+    return str(metric or next((r["metric"] for r in runs if r["metric"]), "") or "objective")
+
+
 def study_trials(name: str) -> dict[str, Any]:
-    """Trials of a study as columns, cached briefly and downsampled for plotting."""
+    """A study shaped for plotting, cached briefly and downsampled."""
     now = time.monotonic()
     cache = _STATE.setdefault("study_cache", {})
     hit = cache.get(name)
@@ -391,67 +457,263 @@ def study_trials(name: str) -> dict[str, Any]:
     return data
 
 
+def _load_study(name: str) -> dict[str, Any]:
+    import optuna
+
+    study = optuna.load_study(study_name=name, storage=_optuna_storage())
+    trials = study.get_trials(deepcopy=False)
+    maximize = study.direction == optuna.study.StudyDirection.MAXIMIZE
+    direction = "maximize" if maximize else "minimize"
+    rows = trial_rows(trials)
+    complete = [t for t in trials if t.state.name == "COMPLETE" and t.value is not None]
+    families = sorted({r["family"] for r in rows if r["family"]})
+    runs = study_runs([name]).get(name, [])
+    keep = _downsample(len(rows), MAX_TRIAL_POINTS)
+    best = study.best_trial if complete else None
+    return {
+        "name": name,
+        "direction": direction,
+        "metric": _study_metric(study.user_attrs.get(vocab.ATTR_SPEC) or {}, runs),
+        "experiments": sorted({r["experiment"] for r in runs if r["experiment"]}),
+        "run_ids": [r["run_id"] for r in runs],
+        "n_trials": len(trials),
+        "counts": {s: sum(r["state"] == s for r in rows) for s in DRAWN_STATES},
+        "n_complete": len(complete),
+        "best_value": float(best.value) if best and best.value is not None else None,
+        "best_params": dict(best.params) if best else {},
+        "best_family": _family(best.params) if best else None,
+        "rows": [rows[i] for i in keep],
+        "best": _thin(best_so_far(rows, direction), MAX_TRIAL_POINTS),
+        "curves": intermediate_curves(trials, MAX_CURVES),
+        "families": families,
+        "params": sorted({k for t in complete for k in t.params}),
+        "log_params": sorted(
+            {k for t in complete[:50] for k, d in t.distributions.items() if getattr(d, "log", 0)}
+        ),
+        "param_rows": [
+            {**complete[i].params, "value": float(complete[i].value)}  # type: ignore[arg-type]
+            for i in _downsample(len(complete), MAX_PARALLEL_LINES)
+        ],
+        "importances": _importances(name, len(complete)),
+        "downsampled": len(keep) < len(rows),
+    }
+
+
+def _family(params: dict[str, Any]) -> str | None:
+    from mlpilot.platform.ml.hpo.spaces import FAMILY_PARAM
+
+    family = params.get(FAMILY_PARAM)
+    return None if family is None else str(family)
+
+
+def trial_rows(trials: list[Any]) -> list[dict[str, Any]]:
+    """One row per finished trial (complete, pruned, failed), in trial order.
+
+    A pruned trial has no value of its own: it is drawn at the last value it reported,
+    as optuna-dashboard does; a failed trial has none (``value`` None). ``elapsed_s`` is
+    when the trial ended, counted from the study's first start.
+    """
+    finished = [t for t in trials if t.state.name in DRAWN_STATES]
+    starts = [t.datetime_start for t in trials if t.datetime_start is not None]
+    origin = min(starts) if starts else None
+    rows = []
+    for t in sorted(finished, key=lambda t: t.number):
+        if t.state.name == "COMPLETE":
+            value = t.value
+        elif t.state.name == "PRUNED" and t.intermediate_values:
+            value = t.intermediate_values[max(t.intermediate_values)]
+        else:
+            value = None
+        end = t.datetime_complete or t.datetime_start
+        rows.append(
+            {
+                "number": t.number,
+                "state": t.state.name,
+                "value": None if value is None else float(value),
+                "elapsed_s": (end - origin).total_seconds() if end and origin else None,
+                "family": _family(t.params),
+                "reason": str(t.user_attrs.get(vocab.ATTR_FAIL_REASON) or "")[:200],
+            }
+        )
+    return rows
+
+
+def best_so_far(rows: list[dict[str, Any]], direction: str) -> dict[str, list[Any]]:
+    """The best complete value after each complete trial (pruned and failed ones never
+    count: they are not results), with the trial's number and end time."""
+    better = max if direction == "maximize" else min
+    out: dict[str, list[Any]] = {"number": [], "elapsed_s": [], "value": []}
+    best: float | None = None
+    for row in rows:
+        if row["state"] != "COMPLETE" or row["value"] is None:
+            continue
+        best = row["value"] if best is None else better(best, row["value"])
+        out["number"].append(row["number"])
+        out["elapsed_s"].append(row["elapsed_s"])
+        out["value"].append(best)
+    return out
+
+
+def _thin(columns: dict[str, list[Any]], limit: int) -> dict[str, list[Any]]:
+    n = len(next(iter(columns.values()), []))
+    keep = _downsample(n, limit)
+    return {k: [v[i] for i in keep] for k, v in columns.items()}
+
+
+def intermediate_curves(trials: list[Any], limit: int) -> list[dict[str, Any]]:
+    """The values trials reported while they ran (pruning decides on these), for at most
+    ``limit`` trials evenly spread over the study."""
+    reported = [
+        t for t in trials if t.intermediate_values and t.state.name in ("COMPLETE", "PRUNED")
+    ]
+    picked = [reported[i] for i in _downsample(len(reported), limit)]
+    return [
+        {
+            "number": t.number,
+            "state": t.state.name,
+            "steps": sorted(t.intermediate_values),
+            "values": [float(t.intermediate_values[s]) for s in sorted(t.intermediate_values)],
+        }
+        for t in picked
+    ]
+
+
+def normalised(values: list[float | None], direction: str, low: float, high: float) -> list[Any]:
+    """Values on one scale where up is better: 1 at the best of ``low``..``high`` in the
+    metric's direction, 0 at the worst; studies of different metrics share an axis."""
+    span = high - low
+    out: list[Any] = []
+    for v in values:
+        if v is None:
+            out.append(None)
+        elif span == 0:
+            out.append(1.0)
+        else:
+            out.append((v - low) / span if direction == "maximize" else (high - v) / span)
+    return out
+
+
+def metric_bounds(data: list[dict[str, Any]]) -> dict[str, tuple[float, float]]:
+    """Each metric's range over the complete trials of the given studies: studies of the
+    same metric are normalised together, so they stay comparable with each other."""
+    bounds: dict[str, tuple[float, float]] = {}
+    for d in data:
+        values = [
+            r["value"] for r in d["rows"] if r["state"] == "COMPLETE" and r["value"] is not None
+        ]
+        if not values:
+            continue
+        key = metric_key(d)
+        low, high = bounds.get(key, (min(values), max(values)))
+        bounds[key] = (min(low, *values), max(high, *values))
+    return bounds
+
+
+def metric_key(d: dict[str, Any]) -> str:
+    """The axis a study is drawn on: its metric and direction ("objective" when unknown)."""
+    return f"{d['metric']} ({d['direction']})"
+
+
 @lru_cache(maxsize=32)
-def _importances(name: str, n_trials: int) -> dict[str, float]:
+def _importances(name: str, n_complete: int) -> dict[str, dict[str, float]]:
+    """Parameter importances per family (``""``: a study of one family), cached per study
+    and number of complete trials.
+
+    A mixed-family (AutoML) study's parameters are prefixed by family ("xgb.max_depth"), and
+    importances over the whole study know only the parameters every trial has: ``family``.
+    Each family's trials are therefore assessed on their own.
+    """
     import optuna
 
     study = optuna.load_study(study_name=name, storage=_optuna_storage())
     complete = [t for t in study.get_trials(deepcopy=False) if t.state.name == "COMPLETE"]
-    if len(complete) < 3:
-        return {}
-    sample = complete if len(complete) <= 1000 else complete[:: len(complete) // 1000]
-    view = optuna.create_study(direction=study.direction)
-    view.add_trials(sample)
-    try:
-        return {k: float(v) for k, v in optuna.importance.get_param_importances(view).items()}
-    except Exception as exc:
-        logger.debug("parameter importances unavailable: %s", exc)
-        return {}
+    return {
+        family: found
+        for family, group in trials_by_family(complete).items()
+        if (found := importances_of(group, study.direction))
+    }
 
 
-def _load_study(name: str) -> dict[str, Any]:
-    import numpy as np
+def trials_by_family(trials: list[Any]) -> dict[str, list[Any]]:
+    """Trials grouped by the family they fitted; ``""`` holds a single-family study's."""
+    groups: dict[str, list[Any]] = {}
+    for t in trials:
+        groups.setdefault(_family(t.params) or "", []).append(t)
+    return groups
+
+
+def importances_of(trials: list[Any], direction: Any) -> dict[str, float]:
+    """fANOVA importances of the parameters these (complete) trials share, the family
+    prefix dropped; {} below three trials or when no parameter varies."""
+    import warnings
+
     import optuna
 
-    study = optuna.load_study(study_name=name, storage=_optuna_storage())
-    trials = [
-        t
-        for t in study.get_trials(deepcopy=False)
-        if t.state.name == "COMPLETE" and t.value is not None
-    ]
-    numbers = np.array([t.number for t in trials], dtype=int)
-    values = np.array([t.value for t in trials], dtype=float)
-    maximize = study.direction == optuna.study.StudyDirection.MAXIMIZE
-    best = (
-        np.maximum.accumulate(values)
-        if maximize and len(values)
-        else np.minimum.accumulate(values)
-        if len(values)
-        else values
-    )
-    keep = _downsample(len(trials), MAX_TRIAL_POINTS)
-    params = sorted({k for t in trials for k in t.params})
-    param_rows = [
-        {**{k: trials[i].params.get(k) for k in params}, "value": values[i]}
-        for i in _downsample(len(trials), MAX_PARALLEL_LINES)
-    ]
-    return {
-        "name": name,
-        "direction": "maximize" if maximize else "minimize",
-        "n_trials": len(study.get_trials(deepcopy=False)),
-        "n_complete": len(trials),
-        "best_value": float(best[-1]) if len(best) else None,
-        "best_params": study.best_params if trials else {},
-        "history": {
-            "number": numbers[keep].tolist(),
-            "value": values[keep].tolist(),
-            "best": best[keep].tolist(),
-        },
-        "params": params,
-        "param_rows": param_rows,
-        "importances": _importances(name, len(trials)),
-        "downsampled": len(keep) < len(trials),
-    }
+    from mlpilot.platform.ml.hpo.spaces import FAMILY_PARAM
+
+    if len(trials) < 3:
+        return {}
+    sample = [trials[i] for i in _downsample(len(trials), IMPORTANCE_SAMPLE)]
+    view = optuna.create_study(direction=direction)
+    view.add_trials(sample)
+    shared = set.intersection(*(set(t.params) for t in sample)) - {FAMILY_PARAM}
+    varying = [p for p in sorted(shared) if len({repr(t.params[p]) for t in sample}) > 1]
+    if not varying:
+        return {}
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            found = optuna.importance.get_param_importances(view, params=varying)
+    except (ValueError, RuntimeError, ZeroDivisionError) as exc:
+        logger.debug("parameter importances unavailable: %s", exc)
+        return {}
+    return {k.split(".", 1)[-1]: float(v) for k, v in found.items()}
+
+
+def parallel_data(d: dict[str, Any], family: str | None) -> dict[str, Any]:
+    """Axes and lines of a parallel-coordinates plot, each axis scaled to 0..1.
+
+    Numeric parameters get a linear (or, when searched on a log scale, logarithmic) axis;
+    categorical ones (encodings, the family itself) one evenly spaced tick per choice.
+    ``family`` picks one family's trials of a mixed study (its parameters have values only
+    there); None draws every trial on the parameters they all have.
+    """
+    from mlpilot.platform.ml.hpo.spaces import FAMILY_PARAM
+
+    rows = [r for r in d["param_rows"] if family is None or r.get(FAMILY_PARAM) == family]
+    names = [p for p in d["params"] if rows and all(r.get(p) is not None for r in rows)]
+    if family is not None:
+        names = [p for p in names if p != FAMILY_PARAM]
+    axes = [
+        _axis(p, [r[p] for r in rows], p in d["log_params"])
+        for p in names
+        if len({repr(r[p]) for r in rows}) > 1 or p == FAMILY_PARAM
+    ][:10]
+    axes.append(_axis("value", [r["value"] for r in rows], False))
+    lines = [[ax["scale"](r[ax["name"]]) for ax in axes] for r in rows]
+    for ax in axes:
+        del ax["scale"]
+    return {"axes": axes, "lines": lines, "values": [r["value"] for r in rows]}
+
+
+def _axis(name: str, values: list[Any], log: bool) -> dict[str, Any]:
+    import math
+
+    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
+        choices = sorted({str(v) for v in values})
+        spot = {
+            c: (i / (len(choices) - 1) if len(choices) > 1 else 0.5) for i, c in enumerate(choices)
+        }
+        return {"name": name, "kind": "choice", "choices": choices, "scale": lambda v: spot[str(v)]}
+    log = log and min(values) > 0
+    f = math.log10 if log else float
+    low, high = f(min(values)), f(max(values))
+
+    def scale(v: Any) -> float:
+        return 0.5 if high == low else (f(v) - low) / (high - low)
+
+    kind = "log" if log else "number"
+    return {"name": name, "kind": kind, "low": min(values), "high": max(values), "scale": scale}
 
 
 def _downsample(n: int, limit: int) -> list[int]:
@@ -495,3 +757,37 @@ def registered_models() -> list[dict[str, Any]]:
             )
         out.append({"name": model.name, "aliases": aliases, "versions": rows})
     return out
+
+
+def set_model_alias(name: str, alias: str, version: str) -> tuple[bool, str]:
+    """Point ``name@alias`` at ``version`` (set or move it), as ``mlpilot models promote``
+    does; whether it worked and one line for the page. The caller is a callback, so the
+    request already passed the dashboard's gate (credentials, origin, CSRF token)."""
+    from mlpilot.platform.errors import MlpilotError
+
+    alias = (alias or "").strip()
+    problem = registry.alias_problem(alias) if alias else "an alias needs a name"
+    if problem:
+        return False, f"alias {alias!r} is refused: {problem}"
+    try:
+        result = registry.promote(client(), name, str(version), alias)
+    except MlpilotError as exc:
+        return False, exc.one_line()
+    logger.info("dashboard: %s@%s -> version %s (was %s)", name, alias, version, result["previous"])
+    was = f" (was version {result['previous']})" if result["previous"] else " (new alias)"
+    return True, f"{name}@{alias} → version {version}{was}"
+
+
+def delete_model_alias(name: str, alias: str) -> tuple[bool, str]:
+    """Delete ``name@alias`` (the version it named stays registered)."""
+    from mlpilot.platform.errors import MlpilotError
+
+    alias = (alias or "").strip()
+    if not alias:
+        return False, "name the alias to delete"
+    try:
+        result = registry.remove_alias(client(), name, alias)
+    except MlpilotError as exc:
+        return False, exc.one_line()
+    logger.info("dashboard: deleted %s@%s (was version %s)", name, alias, result["previous"])
+    return True, f"{name}@{alias} deleted (it named version {result['previous']})"

@@ -228,3 +228,59 @@ def loaded_run(tmp_path: Path, frame: Any, target: str = "y", seed: int = 0) -> 
     )
     steps.load_data(run, path=str(path), target=target)
     return run
+
+
+def seed_studies(storage_path: Path) -> dict[str, str]:
+    """Two real Optuna studies in a journal file, as the Studies page meets them.
+
+    ``mixed``: an AutoML-style study across two families (parameters prefixed by family,
+    a categorical among them), reporting one value per fold, with pruned and failed trials
+    and one outlier (a log axis needs one). ``single``: a maximising study of another
+    metric (r2), for normalisation. Returns both names.
+    """
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.ERROR)  # the planted failures are expected
+    storage_path.parent.mkdir(parents=True, exist_ok=True)
+    storage = optuna.storages.JournalStorage(
+        optuna.storages.journal.JournalFileBackend(str(storage_path))
+    )
+
+    def mixed_objective(trial: optuna.Trial) -> float:
+        family = trial.suggest_categorical("family", ["rf", "xgb"])
+        if family == "rf":
+            n = trial.suggest_int("rf.n_estimators", 10, 500)
+            score = 3.0 - n / 400 + trial.suggest_float("rf.max_features", 0.1, 1.0)
+        else:
+            rate = trial.suggest_float("xgb.learning_rate", 1e-3, 0.3, log=True)
+            depth = trial.suggest_int("xgb.max_depth", 2, 10)
+            booster = trial.suggest_categorical("xgb.booster", ["gbtree", "dart"])
+            score = 1.0 + abs(rate - 0.05) * 10 + depth / 20 + (booster == "dart") * 0.3
+        if trial.number == 0:
+            score = 5_000.0  # the outlier that squashes a linear axis
+        for fold in range(3):
+            trial.report(score + (2 - fold) * 0.1, 10_000 + fold)
+            if trial.number % 5 == 3 and fold == 1:
+                raise optuna.TrialPruned()
+        if trial.number % 7 == 6:
+            trial.set_user_attr("mlpilot.fail_reason", "ValueError: a planted failure")
+            raise ValueError("a planted failure")
+        return score
+
+    mixed = optuna.create_study(
+        study_name="sales-auto-mixed",
+        storage=storage,
+        direction="minimize",
+        sampler=optuna.samplers.RandomSampler(seed=3),
+    )
+    mixed.set_user_attr("mlpilot", {"metric": "rmse"})
+    mixed.optimize(mixed_objective, n_trials=40, catch=(ValueError,))
+    single = optuna.create_study(
+        study_name="sales-rf-r2",
+        storage=storage,
+        direction="maximize",
+        sampler=optuna.samplers.RandomSampler(seed=4),
+    )
+    single.set_user_attr("mlpilot", {"metric": "r2"})
+    single.optimize(lambda t: 0.9 - abs(t.suggest_int("max_depth", 2, 20) - 8) / 40, n_trials=12)
+    return {"mixed": mixed.study_name, "single": single.study_name}

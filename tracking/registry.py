@@ -389,6 +389,31 @@ def promote(client: MlflowClient, name: str, version: str, alias: str) -> dict[s
     return {"name": name, "alias": alias, "version": str(version), "previous": previous}
 
 
+def alias_problem(alias: str) -> str | None:
+    """Why MLflow would refuse ``alias`` (its own rules, in one line), or None."""
+    from mlflow.exceptions import MlflowException
+    from mlflow.utils.validation import (
+        _validate_model_alias_name,
+        _validate_model_alias_name_reserved,
+    )
+
+    try:
+        _validate_model_alias_name(alias)
+        _validate_model_alias_name_reserved(alias)
+    except MlflowException as exc:
+        return exc.message.splitlines()[0]
+    return None
+
+
+def remove_alias(client: MlflowClient, name: str, alias: str) -> dict[str, Any]:
+    """Delete ``name@alias``; returns the version it pointed to (the version stays)."""
+    with mlflow_errors(f"model {name!r} has no alias {alias!r}"):
+        previous = str(client.get_model_version_by_alias(name, alias).version)
+    with mlflow_errors(f"cannot delete alias {alias!r} of {name}"):
+        client.delete_registered_model_alias(name, alias)
+    return {"name": name, "alias": alias, "version": None, "previous": previous}
+
+
 # -- lineage ------------------------------------------------------------------------------------
 def describe_version(client: MlflowClient, ref: ModelRef, store: Any = None) -> dict[str, Any]:
     """A version with its lineage: source run, prompt, plan, dataset, metrics.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import urlencode
 
 import dash
 import plotly.graph_objects as go
@@ -99,9 +100,57 @@ def layout(run_id: str | None = None, **_: Any) -> html.Div:
                 else empty("no plots"),
                 id="run-plots",
             ),
+            _search(detail),
             card("Events", _events_table(doc.get("events") or []), id="run-events"),
             card("Model", _model(doc, detail), id="run-model"),
         ]
+    )
+
+
+def _search(detail: dict[str, Any]) -> Any:
+    """A search run: its study (a link to the Studies page opened on it) and the Optuna
+    plots the search logged."""
+    search = detail.get("search")
+    if not search:
+        return None
+    study = search["study"]
+    counts = " · ".join(
+        f"{study[k]} {label}"
+        for k, label in (("n_complete", "complete"), ("n_pruned", "pruned"), ("n_failed", "failed"))
+        if study.get(k) is not None
+    )
+    best = study.get("best_value")
+    link = dcc.Link(
+        f"study {study['name']}",
+        href="/studies?" + urlencode({"study": study["name"]}),
+        id="run-study-link",
+    )
+    plots = [
+        html.Figure([html.Img(src=p["src"], alt=p["name"]), html.Figcaption(p["name"])])
+        for p in search["plots"]
+    ]
+    return card(
+        "Hyperparameter search",
+        html.P(
+            [
+                link,
+                html.Span(
+                    f" · {study.get('metric') or 'objective'} {study.get('direction') or ''}"
+                    + (f" · best {best:.5g}" if isinstance(best, (int, float)) else "")
+                    + (f" · {counts}" if counts else "")
+                ),
+            ]
+        ),
+        html.Div(plots, className="plots", id="run-optuna-plots")
+        if plots
+        else empty("no Optuna plots logged (a search logs them after two complete trials)"),
+        html.P(
+            f"interactive version: the run's artifact {search['page']} (MLflow UI)",
+            className="empty",
+        )
+        if plots
+        else None,
+        id="run-search",
     )
 
 

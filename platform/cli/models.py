@@ -63,20 +63,14 @@ def register(
 
 def check_alias(alias: str) -> None:
     """Refuse an alias MLflow would refuse, in one line, by MLflow's own rules."""
-    from mlflow.exceptions import MlflowException
-    from mlflow.utils.validation import (
-        _validate_model_alias_name,
-        _validate_model_alias_name_reserved,
-    )
+    from mlpilot.tracking import registry
 
-    try:
-        _validate_model_alias_name(alias)
-        _validate_model_alias_name_reserved(alias)
-    except MlflowException as exc:
+    problem = registry.alias_problem(alias)
+    if problem:
         raise MlpilotError(
-            f"alias {alias!r} is refused: {exc.message.splitlines()[0]}",
+            f"alias {alias!r} is refused: {problem}",
             hint="an alias is letters, digits, _ and - (e.g. champion), neither latest nor v<N>",
-        ) from None
+        )
 
 
 def _record_registration(run_id: str, version: dict[str, Any]) -> None:

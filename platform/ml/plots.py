@@ -23,18 +23,38 @@ def confusion_matrix_figure(y_true: Any, y_pred: Any, classes: Any) -> Any:
     labels = list(classes)[:30]
     matrix = confusion_matrix(y_true, y_pred, labels=labels)
     fig, ax = plt.subplots(figsize=(5 + 0.2 * len(labels), 4 + 0.2 * len(labels)))
-    im = ax.imshow(matrix, cmap="Blues")
+    im = ax.imshow(matrix, cmap="Blues", vmin=0)
     ax.set_xticks(range(len(labels)), [str(c) for c in labels], rotation=45, ha="right")
     ax.set_yticks(range(len(labels)), [str(c) for c in labels])
     for i in range(len(labels)):
         for j in range(len(labels)):
-            ax.text(j, i, int(matrix[i, j]), ha="center", va="center", fontsize=8)
+            # the cell's own colour decides: black on the dark cells was unreadable
+            colour = text_colour(im.cmap(im.norm(matrix[i, j])))
+            ax.text(j, i, int(matrix[i, j]), ha="center", va="center", fontsize=8, color=colour)
     ax.set_xlabel("predicted")
     ax.set_ylabel("actual")
     ax.set_title("Confusion matrix (test split)")
     fig.colorbar(im, ax=ax)
     fig.tight_layout()
     return fig
+
+
+def relative_luminance(rgb: Any) -> float:
+    """WCAG relative luminance of an sRGB colour given as 0..1 floats (alpha ignored)."""
+    channels = []
+    for c in list(rgb)[:3]:
+        c = float(c)
+        channels.append(c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4)
+    red, green, blue = channels
+    return 0.2126 * red + 0.7152 * green + 0.0722 * blue
+
+
+def text_colour(background: Any) -> str:
+    """Black or white, whichever contrasts more with ``background`` (WCAG contrast ratio)."""
+    luminance = relative_luminance(background)
+    on_white = 1.05 / (luminance + 0.05)
+    on_black = (luminance + 0.05) / 0.05
+    return "white" if on_white > on_black else "black"
 
 
 def roc_figure(y_true: Any, scores: Any, positive: Any) -> Any:

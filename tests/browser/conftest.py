@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import MLPILOT, REPO, free_port, run_cli, wait_for_port
+from helpers import MLPILOT, REPO, free_port, run_cli, seed_studies, wait_for_port
 
 CHROMIUM = os.environ.get("MLPILOT_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -79,6 +79,12 @@ def seeded_home(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     )
     assert failed.returncode != 0
     runs["failed"] = json.loads(failed.stdout) if failed.stdout.strip() else None
+    # beside the search's own study: a mixed-family one with pruned and failed trials (the
+    # busiest, so the Studies page opens on it) and one of another metric
+    from mlpilot.platform.config import Settings
+
+    storage = Settings.from_env({"MLPILOT_HOME": str(home)}).optuna_storage
+    runs["studies"] = seed_studies(Path(storage))
     return runs
 
 

@@ -75,14 +75,84 @@ def test_compare_two_runs(page: Any, dashboard: Dashboard, seeded_home: dict) ->
     assert "model.family" in page.inner_text("#compare-params")
 
 
-def test_studies_page_shows_history_and_importances(page: Any, dashboard: Dashboard) -> None:
+def _y_ticks(page: Any) -> list[str]:
+    return page.locator("#studies-history .yaxislayer-above .ytick text").all_text_contents()
+
+
+def test_studies_page_opens_on_the_busiest_study_with_every_trial_state(
+    page: Any, dashboard: Dashboard, seeded_home: dict
+) -> None:
+    mixed = seeded_home["studies"]["mixed"]
     page.goto(dashboard.url + "/studies")
     page.wait_for_selector("#studies-summary td")
     summary = page.inner_text("#studies-summary")
-    assert "sales-xgb" in summary and "minimize" in summary
+    assert mixed in summary and "minimize" in summary and "rmse" in summary
     page.wait_for_selector("#studies-history .main-svg")  # plots draw after the table
+    legend = page.locator("#studies-history .legend").first.text_content() or ""
+    for state in ("complete", "pruned", "failed", "best"):
+        assert f"{mixed} · {state}" in legend, legend
+    assert page.locator("#studies-history .scatterlayer .point").count() >= 40
+    # importances per family of the AutoML study, each bar labelled with its value
     page.wait_for_selector("#studies-importances .main-svg")
-    assert page.locator("#studies-history .legend .traces").count() >= 2  # trials and best-so-far
+    titles = page.text_content("#studies-importances") or ""
+    assert f"{mixed} · rf" in titles and f"{mixed} · xgb" in titles
+    assert "learning_rate" in titles and "n_estimators" in titles
+    assert re.search(r"0\.\d{3}", titles)  # the values, not only bars
+    # intermediate values, pruned trials among them, and parallel coordinates of a family
+    page.wait_for_selector("#studies-intermediate .main-svg")
+    assert "pruned" in (page.text_content("#studies-intermediate .legend") or "")
+    page.wait_for_selector("#studies-parallel .main-svg")
+    assert "parallel coordinates" in (page.text_content("#studies-parallel") or "")
+
+
+def test_studies_log_axis_and_normalised_overlay(
+    page: Any, dashboard: Dashboard, seeded_home: dict
+) -> None:
+    names = seeded_home["studies"]
+    page.goto(dashboard.url + "/studies")
+    page.wait_for_selector("#studies-history .ytick")
+    linear = _y_ticks(page)
+    assert "0" in linear  # the outlier (5,000) squashes the other trials near zero
+    page.click("#studies-log label")
+    wait_until(lambda: _y_ticks(page) != linear and _y_ticks(page))
+    assert "0" not in _y_ticks(page)  # a log axis has no zero
+    # a second study, of another metric and direction: one labelled axis per metric
+    page.click("#studies-choice")
+    page.locator("input.dash-dropdown-search").fill(names["single"])
+    page.locator("label.dash-dropdown-option", has_text=names["single"]).click()
+    page.keyboard.press("Escape")
+    page.locator("#studies-summary", has_text=names["single"]).wait_for()
+    # axis titles are SVG text in the info layer (g-ytitle, g-y2title, …)
+    titles = page.text_content("#studies-history .infolayer") or ""
+    assert "rmse (minimize)" in titles and "r2 (maximize)" in titles, titles
+    page.click("#studies-mode >> text=normalised")
+    page.locator("#studies-history .infolayer", has_text="normalised score").wait_for()
+    page.click("#studies-x >> text=elapsed time")
+    page.locator("#studies-history .infolayer", has_text="elapsed time").wait_for()
+
+
+def test_studies_are_selected_by_experiment(page: Any, dashboard: Dashboard) -> None:
+    page.goto(dashboard.url + "/studies")
+    page.wait_for_selector("#studies-summary td")
+    page.click("#studies-experiment")
+    page.locator("label.dash-dropdown-option", has_text="mlpilot").click()
+    page.keyboard.press("Escape")
+    page.locator("#studies-summary", has_text="sales-xgb").wait_for()
+    summary = page.inner_text("#studies-summary")
+    assert "sales-auto-mixed" not in summary and "mlpilot" in summary
+
+
+def test_a_search_run_links_to_its_study_and_shows_its_optuna_plots(
+    page: Any, dashboard: Dashboard, seeded_home: dict
+) -> None:
+    tuned = seeded_home["tuned"]["run_id"]
+    page.goto(dashboard.url + f"/run/{tuned}")
+    page.wait_for_selector("#run-search")
+    assert page.locator("#run-optuna-plots img").count() >= 1
+    assert "optimization_history.png" in page.inner_text("#run-optuna-plots")
+    page.click("#run-study-link")
+    page.locator("#studies-summary", has_text="sales-xgb").wait_for()
+    assert "sales-auto-mixed" not in page.inner_text("#studies-summary")
 
 
 def test_speedups_page_reports_the_missing_gpu(page: Any, dashboard: Dashboard) -> None:
@@ -100,6 +170,68 @@ def test_models_page_shows_versions_aliases_and_lineage(page: Any, dashboard: Da
     text = page.inner_text("#models-list")
     assert "sales-model" in text and "@champion" in text
     assert re.search(r"\b(rmse|mae|r2) \d", text), text  # the lineage metric and its value
+
+
+def _pick(page: Any, dropdown: str, label: str) -> None:
+    page.click(dropdown)
+    page.locator("label.dash-dropdown-option", has_text=label).click()
+
+
+def test_an_alias_is_set_moved_and_deleted_from_the_models_page(
+    page: Any, dashboard: Dashboard, seeded_home: dict
+) -> None:
+    from mlflow import MlflowClient
+
+    from mlpilot.platform.config import Settings
+
+    settings = Settings.from_env({"MLPILOT_HOME": str(seeded_home["home"])})
+    client = MlflowClient(tracking_uri=settings.tracking_uri)
+    # a second version to move to (its files are not what this test is about)
+    client.create_model_version("sales-model", source=str(seeded_home["base"]))
+    page.goto(dashboard.url + "/models")
+    page.wait_for_selector("#models-list td")
+    _pick(page, "#models-alias-version", "v2")
+    page.fill("#models-alias-name", "challenger")
+    page.click("#models-alias-set")
+    page.locator("#models-alias-done", has_text="sales-model@challenger → version 2").wait_for()
+    page.locator("#models-list", has_text="@challenger → v2").wait_for()
+    _pick(page, "#models-alias-version", "v1")
+    page.click("#models-alias-set")
+    page.locator("#models-alias-done", has_text="(was version 2)").wait_for()
+    assert str(client.get_registered_model("sales-model").aliases["challenger"]) == "1"
+    page.fill("#models-alias-name", "latest")
+    page.click("#models-alias-set")
+    page.locator("#models-alias-refused", has_text="refused").wait_for()
+    page.fill("#models-alias-name", "challenger")
+    page.click("#models-alias-delete")
+    page.locator("#models-alias-done", has_text="deleted").wait_for()
+    aliases = client.get_registered_model("sales-model").aliases
+    assert "challenger" not in aliases and "champion" in aliases
+    # the same write from another site is refused by the gate before the callback runs
+    body = {
+        "output": "..models-alias-result.children...models-list.children..",
+        "outputs": [
+            {"id": "models-alias-result", "property": "children"},
+            {"id": "models-list", "property": "children"},
+        ],
+        "inputs": [
+            {"id": "models-alias-set", "property": "n_clicks", "value": 9},
+            {"id": "models-alias-delete", "property": "n_clicks", "value": 0},
+        ],
+        "state": [
+            {"id": "models-alias-model", "property": "value", "value": "sales-model"},
+            {"id": "models-alias-version", "property": "value", "value": "2"},
+            {"id": "models-alias-name", "property": "value", "value": "champion"},
+        ],
+        "changedPropIds": ["models-alias-set.n_clicks"],
+    }
+    answer = page.request.post(
+        dashboard.url + "/_dash-update-component",
+        data=json.dumps(body),
+        headers={"Content-Type": "application/json", "Origin": "http://evil.example"},
+    )
+    assert answer.status == 403
+    assert str(client.get_registered_model("sales-model").aliases["champion"]) == "1"
 
 
 def test_chat_upload_run_and_watch_it_finish(
