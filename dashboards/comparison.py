@@ -11,6 +11,7 @@ from __future__ import annotations
 import colorsys
 import logging
 import math
+import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -36,6 +37,8 @@ PALETTE = (
 #: prefixes of the model metrics whose direction the vocabulary knows (``test_rmse``)
 SCORE_PREFIXES = ("test_", "cv_")
 LABEL_PROMPT_CHARS = 28
+_NUMBER = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?")
+_INTEGER = re.compile(r"[-+]?\d+")
 
 
 def sig(value: Any, digits: int = DIGITS) -> str:
@@ -160,10 +163,24 @@ def metric_table(
         best = best_of(values, direction)
         line: dict[str, Any] = {"key": key, "better": _arrow(direction)}
         for run_id, value in values.items():
-            line[run_id] = sig(value) + (" ★" if run_id in best else "")
+            line[run_id] = sig(as_number(value)) + (" ★" if run_id in best else "")
         table.append(line)
         best_cells += [(index, run_id) for run_id in best]
     return table, best_cells
+
+
+def as_number(value: Any) -> Any:
+    """A parameter's text as its number ("0.5752867891211308" → 0.5752867891211308):
+    MLflow keeps parameters as strings. Anything else is returned as it was."""
+    if isinstance(value, str) and _NUMBER.fullmatch(value.strip()):
+        return int(value) if _INTEGER.fullmatch(value.strip()) else float(value)
+    return value
+
+
+def is_model_metric(key: str) -> bool:
+    """Scores of the model (``test_``, ``cv_``, the search's ``hpo_``), not run facts such
+    as rows removed or memory used."""
+    return key.startswith((*SCORE_PREFIXES, "hpo_"))
 
 
 def _arrow(direction: str | None) -> str:

@@ -467,7 +467,7 @@ def compare_view(run_ids: list[str]) -> dict[str, Any]:
         rows, comparison.unique_labels(rows), comparison.colours(len(rows)), strict=True
     ):
         row["label"], row["colour"] = label, colour
-    metric_keys = sorted(
+    keys = sorted(
         {
             k
             for r in rows
@@ -477,7 +477,8 @@ def compare_view(run_ids: list[str]) -> dict[str, Any]:
     )
     return {
         "rows": rows,
-        "metric_keys": metric_keys,
+        "metric_keys": [k for k in keys if comparison.is_model_metric(k)],
+        "other_keys": [k for k in keys if not comparison.is_model_metric(k)],
         "timing_keys": sorted({k for r in rows for k in r["timings"]}),
         "param_keys": sorted({k for r in rows for k in r["params"]}),
         "differing_params": comparison.differing(rows, "params"),

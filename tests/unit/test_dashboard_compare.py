@@ -151,3 +151,18 @@ def test_a_running_search_reports_its_trials(monkeypatch: pytest.MonkeyPatch) ->
     assert queries.trial_progress({**doc, "study": None})["done"] == 10  # from the events
     assert queries.trial_progress({**doc, "study": None})["total"] == 40
     assert queries.trial_progress({"_id": "r", "plan": {"steps": []}}) is None
+
+
+def test_parameters_read_as_numbers_are_rounded_too() -> None:
+    assert comparison.as_number("0.5752867891211308") == pytest.approx(0.57528678912)
+    assert comparison.as_number("245") == 245 and comparison.as_number("encoded") == "encoded"
+    assert comparison.as_number("1e-3") == 0.001 and comparison.as_number("1.2.3") == "1.2.3"
+    rows = [{"run_id": "r1", "params": {"lr": "0.02692655251486473"}}, {"run_id": "r2"}]
+    table, best = comparison.metric_table(rows, ["lr"], "params", lambda _: None)
+    assert table == [{"key": "lr", "better": "", "r1": "0.02693", "r2": ""}] and best == []
+
+
+def test_model_metrics_are_scores_not_run_facts() -> None:
+    assert comparison.is_model_metric("test_rmse") and comparison.is_model_metric("hpo_trials")
+    assert not comparison.is_model_metric("peak_memory_mb")
+    assert not comparison.is_model_metric("clean_rows_removed")
