@@ -45,6 +45,10 @@ body { font-family: system-ui, -apple-system, Segoe UI, sans-serif; margin: 0; c
 .plots img { max-width: 32rem; margin: 0.4rem; border: 1px solid #d9e2ec; }
 .empty { color: #829ab1; font-style: italic; }
 .chat-message { margin: 0.4rem 0; }
+.button { background: #1565c0; color: #fff; border-radius: 4px; padding: 0.3rem 0.8rem; text-decoration: none; font-weight: 500; }
+.runs-live-row { margin: 0.2rem 0; font-size: 0.9rem; }
+.runs-progress { width: 12rem; vertical-align: middle; }
+.compare-swatch { display: inline-block; width: 0.8rem; height: 0.8rem; border-radius: 2px; margin-right: 0.4rem; vertical-align: middle; }
 """
 
 

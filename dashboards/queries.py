@@ -116,57 +116,27 @@ def list_runs(
     page: int = 0,
     page_size: int = 25,
     metric: str | None = None,
+    filter_query: str | None = None,
 ) -> RunsPage:
-    """One page of agent runs, filtered and sorted in the store (never all in memory)."""
+    """One page of agent runs, filtered and sorted in the store (never all in memory).
+
+    ``sort_by`` is a document field, a Runs column id or a metric name; ``filter_query``
+    is the table's own per-column filter (``{status} = FAILED && {value} < 0.5``)."""
     query = runs_query(experiment, status, session, prompt)
-    key = (
-        sort_by
-        if sort_by in SORTABLE
-        else f"metrics.{sort_by}"
-        if re.fullmatch(r"[\w.]+", sort_by)
-        else "created_at"
-    )
-    projection = {
-        "prompt": 1,
-        "status": 1,
-        "experiment": 1,
-        "experiment_id": 1,
-        "session_id": 1,
-        "created_at": 1,
-        "metrics": 1,
-        "main_metric": 1,
-        "plan.template": 1,
-        "engine": 1,
-        "error": 1,
-    }
+    query = _merge(query, column_filters(filter_query, metric))
+    key = sort_field(sort_by, metric)
+    if key.startswith("metrics."):  # ranked by a metric: the runs without it rank nowhere
+        query = _merge(query, {key: {"$exists": True}})
     docs = store().find_runs(
         query,
         sort=[(key, -1 if descending else 1)],
         limit=page_size,
         skip=page * page_size,
-        projection=projection,
+        projection=RUNS_PROJECTION,
     )
     total = store().count_runs(query)
-    rows = []
-    for doc in docs:
-        metrics = doc.get("metrics") or {}
-        main = metric or doc.get("main_metric")
-        rows.append(
-            {
-                "run_id": doc["_id"],
-                "created_at": doc.get("created_at"),
-                "status": doc.get("status"),
-                "experiment": doc.get("experiment"),
-                "experiment_id": doc.get("experiment_id"),
-                "session_id": doc.get("session_id"),
-                "prompt": doc.get("prompt") or "",
-                "template": ((doc.get("plan") or {}).get("template")) or "",
-                "engine": engine_label(doc.get("engine")),
-                "metric": main or "",
-                "value": metrics.get(f"test_{main}") if main else None,
-                "error": ((doc.get("error") or {}).get("message")) or "",
-            }
-        )
+    rows = [run_row(doc, metric) for doc in docs]
+    _add_progress(rows, docs)
     return RunsPage(rows, total)
 
 
@@ -187,6 +157,399 @@ def metric_names(limit: int = 200) -> list[str]:
         if k.startswith("test_")
     }
     return sorted(names)
+
+
+# -- the Runs table (issue 28) ---------------------------------------------------------------
+#: each Runs column and the document field it filters and sorts on (``value`` is the
+#: chosen metric's ``metrics.test_<metric>``, else each run's main metric)
+RUN_FIELDS = {
+    "created": "created_at",
+    "status": "status",
+    "run": "_id",
+    "prompt": "prompt",
+    "template": "plan.template",
+    "planner": "planner",
+    "engine": "engine.used",
+    "metric": "main_metric",
+    "experiment": "experiment",
+    "session": "session_id",
+}
+RUNS_PROJECTION = {
+    "prompt": 1,
+    "status": 1,
+    "experiment": 1,
+    "experiment_id": 1,
+    "session_id": 1,
+    "created_at": 1,
+    "metrics": 1,
+    "main_metric": 1,
+    "plan.template": 1,
+    "planner": 1,
+    "engine": 1,
+    "error": 1,
+}
+#: what the live view reads of a running run: its search's size, study and trial events
+PROGRESS_PROJECTION = {"plan.steps": 1, "study": 1, "events": 1, "created_at": 1}
+_CLAUSE = re.compile(
+    r"^\{(?P<col>[^{}]+)\}\s*(?P<op>is blank|is nil|[a-z]+|[<>!=]=?)\s*(?P<val>.*)$"
+)
+_OPS = {"=": "$eq", "eq": "$eq", "!=": "$ne", "ne": "$ne", "<": "$lt", "lt": "$lt"}
+_OPS |= {"<=": "$lte", "le": "$lte", ">": "$gt", "gt": "$gt", ">=": "$gte", "ge": "$gte"}
+
+
+def field_of(doc: dict[str, Any], dotted: str) -> Any:
+    """A document's field by its dotted name, in either shape a projection comes back in.
+
+    pymongo (MongoDB, nx-27017) nests a projected ``plan.template`` as ``{"plan":
+    {"template": …}}``; the embedded store (neosqlite) returns the flat key
+    ``"plan.template"``. Reading only one shape left the template column empty."""
+    if dotted in doc:
+        return doc[dotted]
+    value: Any = doc
+    for part in dotted.split("."):
+        if not isinstance(value, dict) or part not in value:
+            return None
+        value = value[part]
+    return value
+
+
+def value_field(metric: str | None) -> str:
+    """The field the ``value`` column shows: the chosen metric's test score, else each run's
+    main metric (whose values are of different metrics, so it sorts by the metric's name)."""
+    if metric and re.fullmatch(r"\w+", metric):
+        return f"metrics.test_{metric}"
+    return "main_metric"
+
+
+def sort_field(sort_by: str, metric: str | None = None) -> str:
+    """The document field to sort on: a Runs column id, a field, or a metric's name."""
+    if sort_by in RUN_FIELDS:
+        return RUN_FIELDS[sort_by]
+    if sort_by == "value":
+        return value_field(metric)
+    if sort_by in SORTABLE or sort_by in RUN_FIELDS.values():
+        return "plan.template" if sort_by == "template" else sort_by
+    if re.fullmatch(r"[\w.]+", sort_by):
+        return sort_by if sort_by.startswith("metrics.") else f"metrics.{sort_by}"
+    return "created_at"
+
+
+def column_filters(filter_query: str | None, metric: str | None = None) -> dict[str, Any]:
+    """The Runs table's per-column filter expression as a store query.
+
+    DataTable writes ``{col} op value`` clauses joined by ``&&``; an unknown column or
+    operator is dropped (and logged), never passed to the store as text."""
+    clauses: list[dict[str, Any]] = []
+    for part in (filter_query or "").split(" && "):
+        match = _CLAUSE.match(part.strip())
+        if not match:
+            if part.strip():
+                logger.debug("ignored a filter clause: %r", part[:100])
+            continue
+        clause = _clause(match["col"].strip(), match["op"].strip(), _unquote(match["val"]), metric)
+        if clause is not None:
+            clauses.append(clause)
+    if not clauses:
+        return {}
+    return clauses[0] if len(clauses) == 1 else {"$and": clauses}
+
+
+def _unquote(text: str) -> str:
+    text = text.strip()
+    if len(text) >= 2 and text[0] == text[-1] and text[0] in "\"'`":
+        return text[1:-1]
+    return text
+
+
+def _clause(column: str, op: str, value: str, metric: str | None) -> dict[str, Any] | None:
+    if column == "value":
+        field = value_field(metric)
+    elif column in RUN_FIELDS:
+        field = RUN_FIELDS[column]
+    else:
+        logger.debug("ignored a filter on an unknown column: %r", column[:60])
+        return None
+    op = op.removeprefix("i").removeprefix("s") if op not in ("is blank", "is nil") else op
+    if op in ("is blank", "is nil"):
+        return {field: None}
+    if field == "created_at":
+        return _date_clause(op, value)
+    if field.startswith("metrics."):
+        return _number_clause(field, op, value)
+    if op == "contains" or (op in ("eq", "=") and field in ("_id", "prompt")):
+        return {field: {"$regex": re.escape(value), "$options": "i"}}
+    if op in _OPS and op in ("=", "eq", "!=", "ne"):
+        return {field: {_OPS[op]: value}}
+    logger.debug("ignored the filter operator %r on %s", op[:20], column)
+    return None
+
+
+def _number_clause(field: str, op: str, value: str) -> dict[str, Any] | None:
+    try:
+        number = float(value)
+    except ValueError:
+        logger.debug("ignored a non-numeric filter on %s: %r", field, value[:40])
+        return None
+    if op in ("contains", "datestartswith"):
+        op = "="
+    return {field: {_OPS[op]: number}} if op in _OPS else None
+
+
+def _date_clause(op: str, value: str) -> dict[str, Any] | None:
+    """``2026-12`` (a month), ``2026-12-07`` (a day), with ``>``/``<`` or as a prefix."""
+    from datetime import datetime, timedelta, timezone
+
+    text = value.strip()
+    parts = re.fullmatch(r"(\d{4})(?:-(\d{1,2}))?(?:-(\d{1,2}))?", text)
+    if not parts:
+        logger.debug("ignored a date filter: %r", text[:40])
+        return None
+    year, month, day = int(parts[1]), int(parts[2] or 1), int(parts[3] or 1)
+    start = datetime(year, month, day, tzinfo=timezone.utc)
+    if parts[3]:
+        end = start + timedelta(days=1)
+    elif parts[2]:
+        end = datetime(year + month // 12, month % 12 + 1, 1, tzinfo=timezone.utc)
+    else:
+        end = datetime(year + 1, 1, 1, tzinfo=timezone.utc)
+    if op in ("<", "lt"):
+        return {"created_at": {"$lt": start}}
+    if op in ("<=", "le"):
+        return {"created_at": {"$lt": end}}
+    if op in (">", "gt"):
+        return {"created_at": {"$gte": end}}
+    if op in (">=", "ge"):
+        return {"created_at": {"$gte": start}}
+    return {"created_at": {"$gte": start, "$lt": end}}
+
+
+def _merge(query: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+    """Both queries at once: a field both constrain goes through ``$and``."""
+    if not extra:
+        return query
+    if not query:
+        return extra
+    if set(query) & set(extra):
+        return {"$and": [query, extra]}
+    return {**query, **extra}
+
+
+def run_row(doc: dict[str, Any], metric: str | None = None) -> dict[str, Any]:
+    """One Runs row from a projected document (either projection shape)."""
+    metrics = field_of(doc, "metrics") or {}
+    main = metric or field_of(doc, "main_metric")
+    return {
+        "run_id": doc["_id"],
+        "created_at": field_of(doc, "created_at"),
+        "status": field_of(doc, "status"),
+        "experiment": field_of(doc, "experiment"),
+        "experiment_id": field_of(doc, "experiment_id"),
+        "session_id": field_of(doc, "session_id"),
+        "prompt": field_of(doc, "prompt") or "",
+        "template": field_of(doc, "plan.template") or "",
+        "planner": field_of(doc, "planner") or "",
+        "engine": engine_label(field_of(doc, "engine")),
+        "metric": main or "",
+        "value": metrics.get(f"test_{main}") if main else None,
+        "error": (field_of(doc, "error") or {}).get("message") or "",
+        "progress": None,
+    }
+
+
+def _add_progress(rows: list[dict[str, Any]], docs: list[dict[str, Any]]) -> None:
+    """A running search's trials so far (for the live progress bar), read for the
+    page's running rows only: their trial events are the largest part of a document."""
+    active = set(vocab.ACTIVE_STATES)
+    ids = [r["run_id"] for r in rows if r["status"] in active]
+    if not ids:
+        return
+    found = store().find_runs({"_id": {"$in": ids}}, limit=len(ids), projection=PROGRESS_PROJECTION)
+    by_id = {d["_id"]: trial_progress(d) for d in found}
+    for row in rows:
+        row["progress"] = by_id.get(row["run_id"])
+
+
+def trial_progress(doc: dict[str, Any]) -> dict[str, Any] | None:
+    """``{done, total, budget_s, elapsed_s}`` of a search, None for a run that searches
+    nothing. Trials done come from the study itself when its storage answers, else from
+    the run's last recorded trial event (recorded every tenth trial)."""
+    steps = field_of(doc, "plan.steps") or []
+    search = next(
+        (
+            s.get("args") or {}
+            for s in steps
+            if isinstance(s, dict) and s.get("tool") == "optimize_model"
+        ),
+        None,
+    )
+    if search is None:
+        return None
+    last = next(
+        (
+            e.get("detail") or {}
+            for e in reversed(field_of(doc, "events") or [])
+            if isinstance(e, dict) and (e.get("detail") or {}).get("type") == "trial"
+        ),
+        {},
+    )
+    study = (field_of(doc, "study") or {}).get("name")
+    done = _trials_done(study) if study else None
+    created = field_of(doc, "created_at")
+    elapsed = (
+        (_utcnow() - created).total_seconds() if hasattr(created, "tzinfo") and created else None
+    )
+    return {
+        "done": done if done is not None else int(last.get("n") or 0),
+        "total": search.get("trials") or last.get("total"),
+        "budget_s": search.get("timeout_s"),
+        "elapsed_s": elapsed,
+    }
+
+
+def active_run_count() -> int:
+    """Runs not yet in a terminal state, in the whole store: the Runs page refreshes
+    itself while there is one (the ``status`` index answers it)."""
+    return store().count_runs({"status": {"$in": list(vocab.ACTIVE_STATES)}})
+
+
+def _utcnow() -> Any:
+    from datetime import datetime, timezone
+
+    return datetime.now(timezone.utc)
+
+
+def _trials_done(study: str) -> int | None:
+    """Finished trials of a study, from its storage (the proxy writes them as they end)."""
+    try:
+        storage = _optuna_storage()
+        study_id = storage.get_study_id_from_name(study)
+        trials = storage.get_all_trials(study_id, deepcopy=False)
+    except Exception as exc:  # not created yet, or the storage is unreadable: use the events
+        logger.debug("trials of study %r unavailable: %s", study, exc)
+        return None
+    return sum(1 for t in trials if t.state.is_finished())
+
+
+# -- the Compare page (issue 28) -------------------------------------------------------------
+#: the most runs one comparison reads and draws
+MAX_COMPARE = 100
+COMPARE_PROJECTION = {
+    "prompt": 1,
+    "status": 1,
+    "experiment": 1,
+    "experiment_id": 1,
+    "created_at": 1,
+    "planner": 1,
+    "plan": 1,
+    "metrics": 1,
+    "main_metric": 1,
+    "timings": 1,
+    "dataset": 1,
+    "engine": 1,
+    "task": 1,
+    "target": 1,
+}
+
+
+def compare_view(run_ids: list[str]) -> dict[str, Any]:
+    """Up to ``MAX_COMPARE`` runs side by side, in the order given: one store query and one
+    MLflow search for all of them (not a round trip per run: 100 runs stay fast)."""
+    from mlpilot.dashboards import comparison
+
+    ids = list(dict.fromkeys(r for r in run_ids if r))
+    dropped = max(0, len(ids) - MAX_COMPARE)
+    ids = ids[:MAX_COMPARE]
+    found = store().find_runs(
+        {"_id": {"$in": ids}}, limit=len(ids) or 1, projection=COMPARE_PROJECTION
+    )
+    docs = {d["_id"]: d for d in found}
+    runs = _mlflow_runs(ids, {field_of(d, "experiment_id") for d in found})
+    rows = [compare_row(i, docs.get(i) or {"_id": i}, runs.get(i)) for i in ids]
+    for row, label, colour in zip(
+        rows, comparison.unique_labels(rows), comparison.colours(len(rows)), strict=True
+    ):
+        row["label"], row["colour"] = label, colour
+    keys = sorted(
+        {
+            k
+            for r in rows
+            for k in r["metrics"]
+            if not comparison.is_timing(k) and not k.endswith("_std")
+        }
+    )
+    return {
+        "rows": rows,
+        "metric_keys": [k for k in keys if comparison.is_model_metric(k)],
+        "other_keys": [k for k in keys if not comparison.is_model_metric(k)],
+        "timing_keys": sorted({k for r in rows for k in r["timings"]}),
+        "param_keys": sorted({k for r in rows for k in r["params"]}),
+        "differing_params": comparison.differing(rows, "params"),
+        "dropped": dropped,
+    }
+
+
+def compare_row(run_id: str, doc: dict[str, Any], run: Any) -> dict[str, Any]:
+    """One run of a comparison from its document and its MLflow run (either may be gone)."""
+    mlflow_metrics = dict(run.data.metrics) if run is not None else {}
+    params = dict(run.data.params) if run is not None else {}
+    metrics = field_of(doc, "metrics") or mlflow_metrics
+    timings = field_of(doc, "timings") or {
+        k[5:-2]: v for k, v in mlflow_metrics.items() if k.startswith("time_") and k.endswith("_s")
+    }
+    timings = {  # the stages' seconds, wherever they were recorded, and the speedups
+        **{k: v for k, v in metrics.items() if k.startswith(("time_", "speedup_"))},
+        **{f"time_{k}_s": v for k, v in timings.items()},
+    }
+    dataset = field_of(doc, "dataset") or {}
+    return {
+        "run_id": run_id,
+        "prompt": field_of(doc, "prompt") or "",
+        "status": field_of(doc, "status"),
+        "template": field_of(doc, "plan.template") or "",
+        "model": params.get("model.family") or _planned_model(doc),
+        "planner": field_of(doc, "planner") or "",
+        "engine": engine_label(field_of(doc, "engine")),
+        "main_metric": field_of(doc, "main_metric"),
+        "metrics": {k: v for k, v in metrics.items() if k not in timings},
+        "timings": timings,
+        "params": params,
+        "dataset": {
+            "file": str(dataset.get("path") or "").rsplit("/", 1)[-1],
+            "fingerprint": str(dataset.get("fingerprint") or "")[:12],
+            "rows": dataset.get("rows"),
+            "columns": dataset.get("cols"),
+            "target": field_of(doc, "target"),
+            "task": field_of(doc, "task"),
+        },
+        "found": bool(field_of(doc, "status")) or run is not None,
+    }
+
+
+def _planned_model(doc: dict[str, Any]) -> str:
+    """The family the plan asked for (``auto`` says nothing, so it is left out)."""
+    for step in field_of(doc, "plan.steps") or []:
+        model = (step.get("args") or {}).get("model") if isinstance(step, dict) else None
+        if isinstance(model, str) and model != "auto":
+            return model
+    return ""
+
+
+def _mlflow_runs(ids: list[str], experiment_ids: set[Any]) -> dict[str, Any]:
+    """The MLflow runs of ``ids`` in one search (their parameters live only there)."""
+    quoted = [q for q in (registry.quote_filter_value(i) for i in ids) if q]
+    experiments = sorted(str(e) for e in experiment_ids if e)
+    if not quoted or not experiments:
+        return {}
+    try:
+        found = client().search_runs(
+            experiments,
+            filter_string=f"attributes.run_id IN ({', '.join(quoted)})",
+            max_results=max(len(quoted), 1),
+        )
+    except Exception as exc:  # MLflow down: metrics from MongoDB, no parameters
+        logger.debug("MLflow runs of the comparison unavailable: %s", exc)
+        return {}
+    return {r.info.run_id: r for r in found}
 
 
 # -- one run -----------------------------------------------------------------------------------
@@ -318,31 +681,6 @@ def _versions_of_run(run_id: str) -> list[dict[str, Any]]:
         {"name": v.name, "version": v.version, "aliases": list(getattr(v, "aliases", []) or [])}
         for v in versions
     ]
-
-
-def compare_runs(run_ids: list[str]) -> dict[str, Any]:
-    rows = []
-    for run_id in run_ids:
-        doc = store().get_run(run_id) or {"_id": run_id}
-        params: dict[str, str] = {}
-        try:
-            params = dict(client().get_run(run_id).data.params)
-        except Exception as exc:  # the run's MLflow side is gone: metrics from MongoDB only
-            logger.debug("parameters of run %s unavailable: %s", run_id, exc)
-        rows.append(
-            {
-                "run_id": run_id,
-                "prompt": doc.get("prompt", ""),
-                "status": doc.get("status"),
-                "metrics": doc.get("metrics") or {},
-                "params": params,
-                "timings": doc.get("timings") or {},
-            }
-        )
-    metric_keys = sorted({k for r in rows for k in r["metrics"] if not k.endswith("_std")})
-    param_keys = sorted({k for r in rows for k in r["params"]})
-    differing = [k for k in param_keys if len({r["params"].get(k) for r in rows}) > 1]
-    return {"rows": rows, "metric_keys": metric_keys, "differing_params": differing}
 
 
 def recent_run_options(limit: int = 200) -> list[dict[str, str]]:

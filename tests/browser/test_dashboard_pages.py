@@ -59,6 +59,44 @@ def test_script_in_a_prompt_is_shown_as_text(
     assert "no_such_column" in page.inner_text("#run-error")
 
 
+def _row(page: Any, run_id: str) -> Any:
+    return page.locator(f"#runs-table tr:has(a[href='/run/{run_id}'])")
+
+
+def test_runs_table_fills_template_and_planner_and_filters_per_column(
+    page: Any, dashboard: Dashboard, seeded_home: dict
+) -> None:
+    page.goto(dashboard.url + "/")
+    page.wait_for_selector("#runs-table td")
+    tuned = _row(page, seeded_home["tuned"]["run_id"])
+    assert tuned.locator("td[data-dash-column='template']").inner_text().strip()
+    assert "offline" in tuned.locator("td[data-dash-column='planner']").inner_text()
+    value = tuned.locator("td[data-dash-column='value']").inner_text()
+    assert re.fullmatch(r"(rmse|mae|r2) [\d.]+", value.strip()), value  # names its metric
+    template = tuned.locator("td[data-dash-column='template']").inner_text().strip()
+    page.fill("th.dash-filter[data-dash-column='template'] input", template)
+    page.keyboard.press("Enter")
+    page.locator("#runs-total", has_text=re.compile(r"^\d+ runs?$")).wait_for()
+    cells = page.locator("#runs-table td[data-dash-column='template']")
+    wait_until(lambda: cells.count() and all(template in t for t in cells.all_inner_texts()))
+
+
+def test_runs_checkboxes_and_compare_selected(
+    page: Any, dashboard: Dashboard, seeded_home: dict
+) -> None:
+    a, b = seeded_home["trained"]["run_id"], seeded_home["tuned"]["run_id"]
+    page.goto(dashboard.url + "/")
+    page.wait_for_selector("#runs-table td")
+    assert page.locator("#runs-compare-link").count() == 0  # nothing ticked yet
+    for run_id in (a, b):
+        _row(page, run_id).locator("input[type=checkbox]").check()
+    page.locator("#runs-selection", has_text="2 selected").wait_for()
+    page.click("#runs-compare-link")
+    page.wait_for_url(re.compile(r"/compare\?runs="))
+    assert a in page.url and b in page.url
+    _check_compare_page(page, a, b)
+
+
 def test_compare_two_runs(page: Any, dashboard: Dashboard, seeded_home: dict) -> None:
     a, b = seeded_home["trained"]["run_id"], seeded_home["tuned"]["run_id"]
     page.goto(dashboard.url + "/compare")
@@ -68,11 +106,29 @@ def test_compare_two_runs(page: Any, dashboard: Dashboard, seeded_home: dict) ->
             page.click("#compare-runs")
         search.fill(run_id[:8])
         page.locator("label.dash-dropdown-option", has_text=run_id[:8]).click()
+    _check_compare_page(page, a, b)
+    assert "model.family" in page.inner_text("#compare-params")
+    page.locator("#compare-diff-only input[type=checkbox]").uncheck()  # every parameter
+    page.locator("#compare-body h3", has_text=re.compile(r"^Parameters$")).wait_for()
+
+
+def _check_compare_page(page: Any, a: str, b: str) -> None:
+    """Sections, readable names, best marked, rounded figures, and SVG plots (not WebGL)."""
     page.wait_for_selector("#compare-metrics td")
     metrics = page.inner_text("#compare-metrics")
-    assert "test_rmse" in metrics and a[:8] in metrics and b[:8] in metrics
-    assert page.locator("#compare-parcoords").count() == 1
-    assert "model.family" in page.inner_text("#compare-params")
+    assert "test_rmse" in metrics and "★" in metrics and "time_" not in metrics
+    assert not re.search(r"\d\.\d{6,}", metrics), metrics  # no 16-digit floats
+    assert "time_total_s" in page.inner_text("#compare-timings")
+    assert "sales" in page.inner_text("#compare-dataset")
+    legend = page.inner_text("#compare-legend")
+    assert a[:8] in legend and b[:8] in legend and "·" in legend
+    page.wait_for_selector("#compare-parallel .main-svg")
+    lines = page.locator("#compare-parallel .scatterlayer .trace")
+    assert lines.count() == 2  # one polyline per run, drawn as SVG paths
+    assert page.locator("#compare-parallel .scatterlayer path.js-line").count() == 2
+    page.wait_for_selector("#compare-bars .main-svg")
+    assert page.locator("#compare-bars .barlayer path").count() >= 2
+    assert page.locator("#compare-body canvas").count() == 0  # no WebGL anywhere
 
 
 def _y_ticks(page: Any) -> list[str]:
@@ -262,6 +318,22 @@ def test_auth_refuses_requests_without_credentials(seeded_home: dict) -> None:
         server.stop()
 
 
+def _watch_the_search_live(page: Any, server: Dashboard, run_id: str) -> None:
+    """The Runs page shows the running search's trials and refreshes them by itself."""
+    page.goto(server.url + "/")
+    bar = page.locator("#runs-live-bars progress")
+    bar.first.wait_for()
+    cell = _row(page, run_id).locator("td[data-dash-column='progress']")
+    first = wait_until(lambda: re.search(r"(\d+)/400 trials", cell.inner_text()), timeout=60)
+    # no reload: the interval brings the next count while the run goes on
+    wait_until(
+        lambda: (
+            (m := re.search(r"(\d+)/400 trials", cell.inner_text())) and int(m[1]) > int(first[1])
+        ),
+        timeout=90,
+    )
+
+
 def test_the_cancel_button_stops_a_running_run(
     page: Any, seeded_home: dict, tmp_path: Path
 ) -> None:
@@ -286,6 +358,7 @@ def test_the_cancel_button_stops_a_running_run(
     try:
         run = wait_until(running_run, timeout=90)
         server = Dashboard(home)
+        _watch_the_search_live(page, server, run["run_id"])
         page.goto(f"{server.url}/run/{run['run_id']}")
         page.click("#run-cancel")
         page.locator("#run-cancel-result", has_text="CANCELLED").wait_for()
