@@ -146,7 +146,7 @@ def _across_figure(found: list[view.StagePoint]) -> Any:
             go.Scatter(
                 x=[p.rows for p in stage_points],
                 y=[p.speedup for p in stage_points],
-                mode="lines+markers+text",
+                mode="markers+text",  # points of different experiments: no line between them
                 text=[view.share_text(p.gpu_share) for p in stage_points],
                 textposition="top center",
                 hovertext=[view.hover(p) for p in stage_points],
