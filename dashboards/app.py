@@ -16,6 +16,7 @@ NAV = [
     ("Runs", "/"),
     ("Compare", "/compare"),
     ("GPU speedups", "/speedups"),
+    ("Benchmarks", "/benchmarks"),
     ("Studies", "/studies"),
     ("Models", "/models"),
     ("Chat", "/chat"),

@@ -1129,3 +1129,23 @@ def delete_model_alias(name: str, alias: str) -> tuple[bool, str]:
         return False, exc.one_line()
     logger.info("dashboard: deleted %s@%s (was version %s)", name, alias, result["previous"])
     return True, f"{name}@{alias} deleted (it named version {result['previous']})"
+
+
+# -- speedups and benchmarks (issue 28 item 4) -------------------------------------------------
+#: benchmark documents the pages read: enough for years of compare runs, few enough to
+#: draw in SVG
+MAX_BENCHMARKS = 1000
+
+
+def speedup_benchmarks(limit: int = MAX_BENCHMARKS) -> list[dict[str, Any]]:
+    """The documents with per-stage CPU and GPU times: compare runs' and stages.py's,
+    newest first. Compare documents have no ``kind``, so the shapes are told apart in
+    ``speedups_view.is_speedup_doc`` rather than in the query."""
+    from mlpilot.dashboards.speedups_view import is_speedup_doc
+
+    return [d for d in store().find_benchmarks({}, limit=limit) if is_speedup_doc(d)]
+
+
+def benchmarks_of_kind(kind: str, limit: int = 100) -> list[dict[str, Any]]:
+    """``benchmarks`` documents of one ``kind`` (``automl``, ``scale``), newest first."""
+    return store().find_benchmarks({"kind": kind}, limit=limit)

@@ -9,6 +9,7 @@ import plotly.graph_objects as go
 from dash import Input, Output, callback, dcc, html
 
 from mlpilot.dashboards import queries
+from mlpilot.dashboards import speedups_view as view
 from mlpilot.dashboards.components import empty, text_block
 
 dash.register_page(__name__, path="/speedups", name="GPU speedups", title="mlpilot · GPU speedups")
@@ -24,6 +25,7 @@ def layout(**_: Any) -> html.Div:
         }
         for b in benches
     ]
+    found = view.points(queries.speedup_benchmarks())
     return html.Div(
         [
             html.H2("CPU vs GPU"),
@@ -34,8 +36,15 @@ def layout(**_: Any) -> html.Div:
                 placeholder="pick an engine comparison",
             ),
             html.Div(id="speedups-one"),
-            html.H3("Speedups across experiments and data sizes"),
-            _across(benches),
+            html.H3("Speedups across experiments, engines and data sizes"),
+            dcc.Dropdown(
+                id="speedups-experiments",
+                options=[{"label": e, "value": e} for e in view.experiments(found)],
+                value=[],
+                multi=True,
+                placeholder="every experiment",
+            ),
+            html.Div(id="speedups-across-body"),
         ]
     )
 
@@ -113,32 +122,52 @@ def _seconds(value: Any) -> str:
     return f"{value:.2f}" if isinstance(value, (int, float)) else "—"
 
 
-def _across(benches: list[dict[str, Any]]) -> Any:
-    points = []
-    for b in benches:
-        total = (b.get("stages") or {}).get("total") or {}
-        if total.get("speedup"):
-            points.append(
-                (
-                    b.get("experiment", ""),
-                    (b.get("dataset") or {}).get("rows") or 0,
-                    total["speedup"],
-                )
-            )
-    if not points:
-        unavailable = sum(1 for b in benches if not (b.get("gpu") or {}).get("available"))
+@callback(Output("speedups-across-body", "children"), Input("speedups-experiments", "value"))
+def show_across(chosen: list[str] | None) -> Any:
+    found = view.only(view.points(queries.speedup_benchmarks()), chosen or [])
+    if not found:
+        return empty("no engine comparison or stage benchmark yet")
+    return html.Div([_across_figure(found), _across_table(found)])
+
+
+def _across_figure(found: list[view.StagePoint]) -> Any:
+    """Per stage, speedup against rows, labelled with its GPU share; legs that did not run
+    have no point (they are in the table below as unavailable)."""
+    lines = view.series(found)
+    if not lines:
+        unavailable = sum(1 for p in found if p.status.startswith("unavailable"))
         return empty(
-            f"no GPU leg has run yet ({unavailable} comparison(s) with the GPU unavailable)"
+            f"no GPU leg has run yet ({unavailable} stage(s) with the GPU unavailable): "
+            "no speedup is estimated"
         )
     fig = go.Figure()
-    for experiment in sorted({p[0] for p in points}):
-        xs = [p[1] for p in points if p[0] == experiment]
-        ys = [p[2] for p in points if p[0] == experiment]
-        fig.add_trace(go.Scatter(x=xs, y=ys, mode="markers", name=experiment))
+    for stage, stage_points in lines.items():
+        fig.add_trace(
+            go.Scatter(
+                x=[p.rows for p in stage_points],
+                y=[p.speedup for p in stage_points],
+                mode="markers+text",  # points of different experiments: no line between them
+                text=[view.share_text(p.gpu_share) for p in stage_points],
+                textposition="top center",
+                hovertext=[view.hover(p) for p in stage_points],
+                hoverinfo="text",
+                name=stage,
+            )
+        )
     fig.update_layout(
         xaxis_title="rows",
         xaxis_type="log",
-        yaxis_title="total speedup (CPU s / GPU s)",
-        height=360,
+        yaxis_title="speedup (CPU s / GPU s); label: GPU share",
+        height=420,
+        margin={"t": 30},
     )
     return dcc.Graph(figure=fig, id="speedups-across")
+
+
+def _across_table(found: list[view.StagePoint]) -> html.Table:
+    rows = [html.Tr([html.Td(c) for c in view.point_cells(p)]) for p in found]
+    return html.Table(
+        [html.Thead(html.Tr([html.Th(h) for h in view.POINT_HEADER])), html.Tbody(rows)],
+        id="speedups-across-table",
+        className="table",
+    )
