@@ -12,6 +12,8 @@ PYTEST_ARGS ?=
 TEST_WORKERS ?= 2
 # Browser tests drive Debian's Chromium (Playwright never downloads a browser here).
 CHROMIUM ?= /usr/bin/chromium
+# A CJK font, so Chinese prompts render as glyphs, not boxes (the chat page's browser test).
+CJK_FONT ?= /usr/share/fonts/opentype/noto/NotoSansCJK-Regular.ttc
 
 .PHONY: demo test lint format gpu-check bench bench-automl clean install install-dev
 
@@ -36,21 +38,24 @@ demo: $(VENV)/.installed
 	$(BIN)/mlpilot run "$(DEMO_PROMPT)" --data $(DEMO_DATA)
 	@echo
 	@echo "Where to look:"
+	@echo "  dashboard:   $(BIN)/mlpilot dashboard   (then open http://127.0.0.1:8050/)"
 	@echo "  MLflow UI:   $(BIN)/mlflow ui --backend-store-uri sqlite:///$${MLPILOT_HOME:-$$HOME/.mlpilot}/mlflow.db"
 	@echo "  runs:        $(BIN)/mlpilot runs list"
 	@echo "  plan only:   $(BIN)/mlpilot plan \"tune xgboost for 30 trials to predict sales\" --data $(DEMO_DATA)"
 
-$(CHROMIUM):
-	@if [ "$$(id -u)" = 0 ]; then \
-		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
-	elif command -v sudo >/dev/null 2>&1; then \
-		sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
-	else \
-		echo "the browser tests need Debian's chromium: apt-get install chromium" >&2; exit 1; \
-	fi
+# Each Debian package the tests need, installed only when its file is missing; the package
+# lists are updated only when an install cannot find its package, so once for both at most.
+$(CHROMIUM): APT_PACKAGE = chromium
+$(CJK_FONT): APT_PACKAGE = fonts-noto-cjk
+$(CHROMIUM) $(CJK_FONT):
+	@if [ "$$(id -u)" = 0 ]; then sudo=; elif command -v sudo >/dev/null 2>&1; then sudo=sudo; else \
+		echo "the browser tests need Debian's $(APT_PACKAGE): apt-get install $(APT_PACKAGE)" >&2; exit 1; \
+	fi; \
+	install="$$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(APT_PACKAGE)"; \
+	$$install >/dev/null 2>&1 || { $$sudo apt-get update -qq && $$install >/dev/null; }
 
-## test: install the dev extra and what the tests need (Debian's chromium), then run the whole suite
-test: $(VENV)/.installed-dev $(CHROMIUM)
+## test: install the dev extra and what the tests need (Debian's chromium and fonts-noto-cjk), then run the whole suite
+test: $(VENV)/.installed-dev $(CHROMIUM) $(CJK_FONT)
 	MLPILOT_CHROMIUM=$(CHROMIUM) $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 lint: $(VENV)/.installed-dev

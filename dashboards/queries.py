@@ -1149,3 +1149,56 @@ def speedup_benchmarks(limit: int = MAX_BENCHMARKS) -> list[dict[str, Any]]:
 def benchmarks_of_kind(kind: str, limit: int = 100) -> list[dict[str, Any]]:
     """``benchmarks`` documents of one ``kind`` (``automl``, ``scale``), newest first."""
     return store().find_benchmarks({"kind": kind}, limit=limit)
+
+
+# -- the Chat page (issue 28) ----------------------------------------------------------------
+#: the data files the chat's picker offers at most, and the runs it looks back over
+DATA_CHOICES = 30
+DATA_LOOKBACK_RUNS = 300
+DATA_SUFFIXES = (".csv", ".tsv", ".parquet", ".jsonl", ".json", ".xlsx")
+
+
+def data_file_choices(session_id: str | None) -> list[dict[str, str]]:
+    """The data files a chat can pick: this session's uploads, then the data sets of recent
+    runs still on disk, newest first, each once. Only these may be picked, so the picker
+    cannot be made to name any other file on the server."""
+    from pathlib import Path
+
+    paths: list[Path] = []
+    # a session id comes from the browser: it names a folder only once the store knows it
+    if session_id and store().get_session(session_id) is not None:
+        folder = settings().sessions_dir / session_id / "uploads"
+        if folder.is_dir():
+            paths += sorted(folder.iterdir(), key=lambda p: p.stat().st_mtime, reverse=True)
+    docs = store().find_runs(
+        {"dataset.path": {"$exists": True}},
+        sort=[("created_at", -1)],
+        limit=DATA_LOOKBACK_RUNS,
+        projection={"dataset": 1},
+    )
+    paths += [Path(str((field_of(d, "dataset") or {}).get("path") or "")) for d in docs]
+    choices: dict[str, dict[str, str]] = {}
+    for path in paths:
+        value = str(path)
+        if value in choices or not path.name.lower().endswith(DATA_SUFFIXES):
+            continue
+        # a relative path was the CLI's working directory's, not the dashboard's
+        if path.is_absolute() and path.is_file():
+            choices[value] = {"label": f"{path.name} — {path.parent}", "value": value}
+        if len(choices) >= DATA_CHOICES:
+            break
+    return list(choices.values())
+
+
+def choose_data_file(session_id: str, path: str) -> bool:
+    """Make ``path`` the session's data file, if the picker offered it."""
+    from mlpilot.platform.agent.sessions import load_session, save_session
+
+    if path not in {c["value"] for c in data_file_choices(session_id)}:
+        logger.info("dashboard: refused a data file the picker did not offer: %r", path)
+        return False
+    session = load_session(store(), session_id)
+    session.remember(data_path=path)
+    save_session(store(), session)
+    logger.info("dashboard: session %s uses %s", session_id, path)
+    return True

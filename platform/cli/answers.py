@@ -7,6 +7,7 @@ Times are local ``MM-DD HH:MM``, run ids their first 8 characters (a unique pref
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -44,28 +45,28 @@ def _main_metric(run: dict[str, Any]) -> str:
     return f"{key[5:]}={number(metrics[key])}" if key else ""
 
 
-def _row(table: Any, *cells: str) -> None:
-    """A row of plain text: run names, prompts and parameters come from runs, and a
-    bracket in them is shown, never read as Rich markup (a pipeline could dress up lines)."""
-    from rich.text import Text
+@dataclass
+class AnswerTable:
+    """A query's answer as rows of text: the CLI prints it with Rich, the dashboard's chat
+    page as an HTML table, so both show the same cells (one formatter, two renderers)."""
 
-    table.add_row(*(Text(cell) for cell in cells))
-
-
-def _table(title: str, columns: list[str], widths: dict[str, int] | None = None) -> Any:
-    """A borderless table; ``widths`` are the columns that keep their width (ids, times)
-    while the others give way on a narrow terminal."""
-    from rich.table import Table
-    from rich.text import Text
-
-    table = Table(title=Text(title), title_justify="left", box=None, pad_edge=False)
-    for column in columns:
-        width = (widths or {}).get(column)
-        table.add_column(Text(column), overflow="ellipsis", no_wrap=True, min_width=width)
-    return table
+    title: str
+    columns: list[str]
+    rows: list[list[str]] = field(default_factory=list)
+    #: columns that keep their width on a narrow terminal (ids, times)
+    widths: dict[str, int] = field(default_factory=dict)
+    caption: str = ""
 
 
-def _runs(answer: dict[str, Any]) -> Any:
+def _row(table: AnswerTable, *cells: str) -> None:
+    table.rows.append([str(cell) for cell in cells])
+
+
+def _table(title: str, columns: list[str], widths: dict[str, int] | None = None) -> AnswerTable:
+    return AnswerTable(title, columns, widths=dict(widths or {}))
+
+
+def _runs(answer: dict[str, Any]) -> AnswerTable | str:
     scope = answer.get("scope")
     title = {
         "session": "runs of this conversation, newest first",
@@ -86,7 +87,7 @@ def _runs(answer: dict[str, Any]) -> Any:
     return table if answer.get("runs") else f"{title}: none yet"
 
 
-def _best(answer: dict[str, Any]) -> Any:
+def _best(answer: dict[str, Any]) -> AnswerTable:
     where = "this conversation" if answer.get("scope") == "session" else "the experiment"
     table = _table(f"best run of {where}, by {answer.get('ranked_by')}", ["", ""])
     _row(table, "run", str(answer.get("run_id", ""))[:8])
@@ -102,7 +103,7 @@ COMPARE_METRICS = 8
 COMPARE_PARAMS = 8
 
 
-def _compare(answer: dict[str, Any]) -> Any:
+def _compare(answer: dict[str, Any]) -> AnswerTable:
     runs = answer.get("runs") or []
     table = _table("runs side by side", ["", *(str(r.get("run_id", ""))[:8] for r in runs)])
     _row(table, "created", *(when(r.get("start_time")) for r in runs))
@@ -119,11 +120,10 @@ def _compare(answer: dict[str, Any]) -> Any:
     if hidden:
         ids = " ".join(str(r.get("run_id", ""))[:8] for r in runs)
         table.caption = f"{hidden} more rows: mlpilot runs compare {ids}"
-        table.caption_justify = "left"
     return table
 
 
-def _study(answer: dict[str, Any]) -> Any:
+def _study(answer: dict[str, Any]) -> AnswerTable:
     table = _table(f"study {answer.get('name')}", ["", ""])
     states = answer.get("states") or {}
     _row(
@@ -138,7 +138,7 @@ def _study(answer: dict[str, Any]) -> Any:
     return table
 
 
-def _data(answer: dict[str, Any]) -> Any:
+def _data(answer: dict[str, Any]) -> AnswerTable:
     table = _table(
         f"{answer.get('path')}: {answer.get('rows')} rows", ["column", "kind", "missing", "unique"]
     )
@@ -162,20 +162,44 @@ _RENDER = {
 }
 
 
+def answer_table(tool: str | None, answer: Any) -> AnswerTable | str | None:
+    """What query ``tool`` answered, as a table or a line (a question back, "none yet");
+    ``None`` when no table fits it (the caller shows it as JSON)."""
+    if isinstance(answer, dict) and "question" in answer:
+        return str(answer["question"])
+    render = _RENDER.get(str(tool))
+    if render is None or not isinstance(answer, dict):
+        return None
+    return render(answer)
+
+
+def _rich(shown: AnswerTable) -> Any:
+    """A borderless Rich table of plain text: run names, prompts and parameters come from
+    runs, and a bracket in them is shown, never read as Rich markup (a pipeline could dress
+    up lines); the columns not in ``widths`` give way on a narrow terminal."""
+    from rich.table import Table
+    from rich.text import Text
+
+    table = Table(title=Text(shown.title), title_justify="left", box=None, pad_edge=False)
+    for column in shown.columns:
+        width = shown.widths.get(column)
+        table.add_column(Text(column), overflow="ellipsis", no_wrap=True, min_width=width)
+    for row in shown.rows:
+        table.add_row(*(Text(cell) for cell in row))
+    if shown.caption:
+        table.caption, table.caption_justify = shown.caption, "left"
+    return table
+
+
 def print_answer(tool: str | None, answer: Any) -> None:
     """The answer of query ``tool`` as a table (a question back as itself)."""
     out = console()
-    if isinstance(answer, dict) and "question" in answer:
-        out.print(answer["question"], markup=False)
-        return
-    render = _RENDER.get(str(tool))
-    if render is None or not isinstance(answer, dict):
+    shown = answer_table(tool, answer)
+    if shown is None:
         from mlpilot.platform.cli._output import print_json
 
         print_json(answer)
-        return
-    shown = render(answer)
-    if isinstance(shown, str):
+    elif isinstance(shown, str):
         out.print(shown, markup=False)
     else:
-        out.print(shown)
+        out.print(_rich(shown))

@@ -71,3 +71,24 @@ def test_brackets_from_a_run_are_shown_not_read_as_markup(
     assert "[bold]exp" in out and "[red]x[/red]" in out
     out = _printed(capsys, "show_study", {"name": "[blink]s", "n_trials": 1, "best_params": {}})
     assert "study [blink]s" in out
+
+
+def test_the_chat_page_gets_the_same_cells_the_cli_prints(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """One formatter: the dashboard renders ``answer_table``'s rows, the CLI prints them."""
+    answer = {
+        "path": "sales.csv",
+        "rows": 3,
+        "columns": [{"name": "price", "kind": "numeric", "missing": 0.5, "unique": 3}],
+    }
+    shown = answers.answer_table("describe_data", answer)
+    assert isinstance(shown, answers.AnswerTable)
+    assert shown.title == "sales.csv: 3 rows"
+    assert shown.columns == ["column", "kind", "missing", "unique"]
+    assert shown.rows == [["price", "numeric", "0.5", "3"]]
+    assert re.search(r"price\s+numeric\s+0\.5\s+3", _printed(capsys, "describe_data", answer))
+    assert answers.answer_table("show_runs", {"scope": "all", "runs": []}) == (
+        "runs of every experiment, newest first: none yet"
+    )
+    assert answers.answer_table("no_such_tool", answer) is None  # shown as JSON
