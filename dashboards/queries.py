@@ -1231,3 +1231,14 @@ def registry_changes(doc: dict[str, Any] | None) -> list[dict[str, Any]]:
     model = (doc or {}).get("model")
     changes = model.get("registry") if isinstance(model, dict) else None
     return [c for c in changes or [] if isinstance(c, dict)]
+
+
+def run_registrations(run_id: str) -> dict[str, Any]:
+    """A run's side of the registry: the versions made from its model (with their aliases)
+    and the registry changes its document recorded."""
+    try:
+        doc = store().get_run(run_id)
+    except Exception as exc:
+        logger.debug("run document unavailable: %s", exc)
+        doc = None
+    return {"versions": _versions_of_run(run_id), "changes": registry_changes(doc)}

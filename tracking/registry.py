@@ -511,7 +511,7 @@ def _iso(millis: int | None) -> str | None:
         return None
     from datetime import datetime, timezone
 
-    return datetime.fromtimestamp(millis / 1000, tz=timezone.utc).isoformat(timespec="seconds")
+    return datetime.fromtimestamp(millis / 1000, tz=timezone.utc).isoformat(timespec="milliseconds")
 
 
 def _number(text: str | None) -> float | None:
@@ -602,7 +602,7 @@ def record_change(store: Any, run_id: str | None, change: dict[str, Any], by: st
         if doc is None:
             return False
         # text, not a datetime: every backend returns it as it was written
-        at = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        at = datetime.now(timezone.utc).isoformat(timespec="milliseconds")
         entry = {"id": uuid.uuid4().hex[:12], "at": at, **change, "by": by}
         model = doc.get("model") if isinstance(doc.get("model"), dict) else {}
         history = [*(model.get("registry") or []), entry][-MAX_RECORDED_CHANGES:]
