@@ -1098,8 +1098,8 @@ def registered_models() -> list[dict[str, Any]]:
 
 
 def set_model_alias(name: str, alias: str, version: str) -> tuple[bool, str]:
-    """Point ``name@alias`` at ``version`` (set or move it), as ``mlpilot models promote``
-    does; whether it worked and one line for the page. The caller is a callback, so the
+    """Point ``name@alias`` at ``version`` (set or move it) through the function
+    ``mlpilot models promote`` uses, recorded in both stores; whether it worked and one line for the page. The caller is a callback, so the
     request already passed the dashboard's gate (credentials, origin, CSRF token)."""
     from mlpilot.platform.errors import MlpilotError
 
@@ -1108,7 +1108,7 @@ def set_model_alias(name: str, alias: str, version: str) -> tuple[bool, str]:
     if problem:
         return False, f"alias {alias!r} is refused: {problem}"
     try:
-        result = registry.promote(client(), name, str(version), alias)
+        result = registry.move_alias(client(), store(), name, str(version), alias, by="dashboard")
     except MlpilotError as exc:
         return False, exc.one_line()
     logger.info("dashboard: %s@%s -> version %s (was %s)", name, alias, version, result["previous"])
@@ -1124,7 +1124,7 @@ def delete_model_alias(name: str, alias: str) -> tuple[bool, str]:
     if not alias:
         return False, "name the alias to delete"
     try:
-        result = registry.remove_alias(client(), name, alias)
+        result = registry.delete_alias(client(), store(), name, alias, by="dashboard")
     except MlpilotError as exc:
         return False, exc.one_line()
     logger.info("dashboard: deleted %s@%s (was version %s)", name, alias, result["previous"])
@@ -1202,3 +1202,116 @@ def choose_data_file(session_id: str, path: str) -> bool:
     save_session(store(), session)
     logger.info("dashboard: session %s uses %s", session_id, path)
     return True
+
+
+# -- models: register, history and lineage (issue 28 item 5) -------------------------------------
+def register_run_model(run_id: str, name: str, alias: str | None) -> tuple[bool, str]:
+    """Register the model ``run_id`` logged as a new version of ``name`` (optionally at
+    ``alias``) through ``mlpilot models register``'s own function, recorded in both stores.
+    The caller is a callback: the request already passed the dashboard's gate."""
+    from mlpilot.platform.errors import MlpilotError
+
+    name, alias = (name or "").strip(), (alias or "").strip() or None
+    if not name:
+        return False, "name the registered model"
+    if not run_id:
+        return False, "choose a run that logged a model"
+    # before anything exists: a refused alias leaves no version behind
+    problem = registry.alias_problem(alias) if alias else None
+    if problem:
+        return False, f"alias {alias!r} is refused: {problem}"
+    try:
+        done = registry.register_run(client(), store(), run_id, name, alias, by="dashboard")
+    except MlpilotError as exc:
+        return False, exc.one_line()
+    logger.info("dashboard: registered %s version %s from run %s", name, done["version"], run_id)
+    at = f" as @{alias}" if alias else ""
+    return True, f"registered {name} version {done['version']}{at} from run {done['source_run']}"
+
+
+def runs_with_models(limit: int = 200) -> list[dict[str, str]]:
+    """Dropdown options: the newest finished runs whose document names a logged model."""
+    docs = store().find_runs(
+        {"model.uri": {"$regex": "^models:/"}},
+        sort=[("created_at", -1)],
+        limit=limit,
+        projection={"prompt": 1, "plan.template": 1},
+    )
+    return [
+        {
+            "label": f"{d['_id'][:8]} · {field_of(d, 'plan.template') or ''} · "
+            f"{(d.get('prompt') or '')[:60]}",
+            "value": d["_id"],
+        }
+        for d in docs
+    ]
+
+
+def model_history(name: str) -> list[dict[str, Any]]:
+    """Every version of ``name``, newest first: its run, created time and aliases, the
+    lineage of the run that produced it (prompt, template, data set, metric, from the run
+    document where there is one, else the version's tags) and the registry changes the
+    run documents recorded for this model (alias moves included), oldest first."""
+    try:
+        versions = registry.list_versions(client(), name)
+    except Exception as exc:
+        logger.debug("versions of %r unavailable: %s", name, exc)
+        return []
+    docs = _run_docs([v["source_run"] for v in versions if v["source_run"]])
+    return [_version_lineage(name, v, docs.get(v["source_run"] or "")) for v in versions]
+
+
+def _run_docs(run_ids: list[str]) -> dict[str, dict[str, Any]]:
+    if not run_ids:
+        return {}
+    projection = {"prompt": 1, "plan.template": 1, "dataset": 1, "main_metric": 1}
+    projection.update({"metrics": 1, "model": 1, "status": 1})
+    try:
+        docs = store().find_runs({"_id": {"$in": sorted(set(run_ids))}}, projection=projection)
+    except Exception as exc:  # a store that is down costs the extras, not the versions
+        logger.debug("run documents unavailable for the lineage: %s", exc)
+        return {}
+    return {d["_id"]: d for d in docs}
+
+
+def _version_lineage(name: str, v: dict[str, Any], doc: dict[str, Any] | None) -> dict[str, Any]:
+    tags = v["tags"]
+    doc = doc or {}
+    metric = v["metric"] or doc.get("main_metric") or ""
+    value = v["metric_value"]
+    if value is None and metric:
+        value = (doc.get("metrics") or {}).get(f"test_{metric}")
+    dataset = doc.get("dataset") or {}
+    changes = [c for c in registry_changes(doc) if c.get("name") == name]
+    return {
+        "version": v["version"],
+        "aliases": v["aliases"],
+        "created_at": v["created_at"],
+        "run_id": v["source_run"],
+        "has_doc": bool(doc),
+        "prompt": doc.get("prompt") or tags.get(vocab.TAG_PROMPT, ""),
+        "template": field_of(doc, "plan.template") or "",
+        "dataset": dataset.get("path") or "",
+        "fingerprint": dataset.get("fingerprint") or tags.get(vocab.TAG_FINGERPRINT, ""),
+        "metric": metric,
+        "metric_value": value,
+        "changes": changes,
+    }
+
+
+def registry_changes(doc: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """The registry changes a run document recorded (``model.registry``), oldest first."""
+    model = (doc or {}).get("model")
+    changes = model.get("registry") if isinstance(model, dict) else None
+    return [c for c in changes or [] if isinstance(c, dict)]
+
+
+def run_registrations(run_id: str) -> dict[str, Any]:
+    """A run's side of the registry: the versions made from its model (with their aliases)
+    and the registry changes its document recorded."""
+    try:
+        doc = store().get_run(run_id)
+    except Exception as exc:
+        logger.debug("run document unavailable: %s", exc)
+        doc = None
+    return {"versions": _versions_of_run(run_id), "changes": registry_changes(doc)}

@@ -511,7 +511,7 @@ def _iso(millis: int | None) -> str | None:
         return None
     from datetime import datetime, timezone
 
-    return datetime.fromtimestamp(millis / 1000, tz=timezone.utc).isoformat(timespec="seconds")
+    return datetime.fromtimestamp(millis / 1000, tz=timezone.utc).isoformat(timespec="milliseconds")
 
 
 def _number(text: str | None) -> float | None:
@@ -519,3 +519,99 @@ def _number(text: str | None) -> float | None:
         return float(text) if text is not None else None
     except ValueError:
         return None
+
+
+# -- both stores (issue 28) ---------------------------------------------------------------------
+#: how many registry changes a run document keeps (the newest): a model whose alias moves
+#: every hour must not grow its run's document without bound
+MAX_RECORDED_CHANGES = 200
+
+
+def register_run(
+    client: MlflowClient, store: Any, run_id: str, name: str, alias: str | None, by: str
+) -> dict[str, Any]:
+    """Register the model run ``run_id`` logged as a new version of ``name`` (and point
+    ``alias`` at it), then note it on the run's document: ``mlpilot models register`` and
+    the dashboard both come here. Only the logged model's URI is handed to the registry:
+    nothing is downloaded, loaded or unpickled."""
+    source_run, model_uri = resolve_source(client, None, run_id, None)
+    version = register(
+        client, model_uri=model_uri, name=name, alias=alias, source_run_id=source_run
+    )
+    record_change(
+        store,
+        source_run,
+        {"action": "registered", "name": name, "version": version["version"], "alias": alias},
+        by,
+    )
+    return version
+
+
+def move_alias(
+    client: MlflowClient, store: Any, name: str, version: str, alias: str, by: str
+) -> dict[str, Any]:
+    """``promote`` recorded on the run document of the version the alias now names."""
+    result = promote(client, name, version, alias)
+    action = "alias moved" if result["previous"] not in (None, str(version)) else "alias set"
+    change: dict[str, Any] = {
+        "action": action,
+        "name": name,
+        "version": str(version),
+        "alias": alias,
+    }
+    change["previous"] = result["previous"]
+    record_change(store, _run_of(client, name, str(version)), change, by)
+    return result
+
+
+def delete_alias(
+    client: MlflowClient, store: Any, name: str, alias: str, by: str
+) -> dict[str, Any]:
+    """``remove_alias`` recorded on the run document of the version the alias named."""
+    result = remove_alias(client, name, alias)
+    change = {"action": "alias deleted", "name": name, "version": None, "alias": alias}
+    run_id = _run_of(client, name, str(result["previous"]))
+    record_change(store, run_id, {**change, "previous": result["previous"]}, by)
+    return result
+
+
+def _run_of(client: MlflowClient, name: str, version: str) -> str | None:
+    try:
+        found = client.get_model_version(name, version)
+    except Exception as exc:  # the registry already changed; only the record is skipped
+        logger.debug("no source run for %s/%s: %s", name, version, exc)
+        return None
+    return found.run_id or dict(found.tags or {}).get(TAG_SOURCE_RUN) or None
+
+
+def record_change(store: Any, run_id: str | None, change: dict[str, Any], by: str) -> bool:
+    """Note a registry change on the run's metadata document (DESIGN §5 ``model``): the
+    version a registration made in ``model.registered_name``/``model.version``, and every
+    change, alias moves included, appended to ``model.registry``. A run without a document
+    (not mlpilot's) or a store that is down is skipped: MLflow's registry is the record,
+    and the reconciler repairs the registered version. Whether it was recorded."""
+    import uuid
+    from datetime import datetime, timezone
+
+    from mlpilot.tracking.metadata import StoreUnavailable
+
+    if store is None or not run_id:
+        return False
+    try:
+        doc = store.get_run(run_id)
+        if doc is None:
+            return False
+        # text, not a datetime: every backend returns it as it was written
+        at = datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+        entry = {"id": uuid.uuid4().hex[:12], "at": at, **change, "by": by}
+        model = doc.get("model") if isinstance(doc.get("model"), dict) else {}
+        history = [*(model.get("registry") or []), entry][-MAX_RECORDED_CHANGES:]
+        updated = {**model, "registry": history}
+        if change["action"] == "registered":
+            updated.update(registered_name=change["name"], version=change["version"])
+        # the whole sub-document: a ``model: null`` takes no dotted field
+        store.update_run(run_id, {"model": updated})
+    except StoreUnavailable as exc:
+        logger.info("registry change not recorded on run %s: %s", run_id, exc)
+        return False
+    return True

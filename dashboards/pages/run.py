@@ -1,4 +1,5 @@
-"""Run detail: prompt, plan, generated code, metrics, timings, events, plots, model."""
+"""Run detail: prompt, plan, generated code, metrics, timings, events, plots, model (its
+registered versions and registry changes, and registering it)."""
 
 from __future__ import annotations
 
@@ -227,9 +228,87 @@ def _events_table(events: list[dict[str, Any]]) -> Any:
 
 
 def _model(doc: dict[str, Any], detail: dict[str, Any]) -> Any:
+    """The logged model, the versions registered from it (each linking to its history on
+    the Models page) and, for a run that logged one, a form to register it."""
     model = doc.get("model") or {}
-    rows = {"model URI": model.get("uri") or "—"}
-    for version in detail["registry"]:
-        aliases = ", ".join(f"@{a}" for a in version["aliases"])
-        rows[f"registered {version['name']}"] = f"version {version['version']} {aliases}".strip()
-    return kv_table(rows)
+    uri = model.get("uri") if isinstance(model, dict) else None
+    registered = {"versions": detail["registry"], "changes": queries.registry_changes(doc)}
+    return html.Div(
+        [
+            kv_table({"model URI": uri or "—"}),
+            html.Div(_registered(registered), id="run-model-versions"),
+            _register_form(doc["_id"]) if uri and str(uri).startswith("models:/") else None,
+        ]
+    )
+
+
+def _registered(registered: dict[str, Any]) -> list[Any]:
+    rows = [
+        html.Li(
+            [
+                dcc.Link(f"{v['name']} version {v['version']}", href="/models"),
+                "".join(f" @{a}" for a in v["aliases"]),
+            ]
+        )
+        for v in registered["versions"]
+    ]
+    changes = [
+        html.Li(
+            f"{str(c.get('at') or '')[:19].replace('T', ' ')} · {c.get('action')} · "
+            f"{c.get('name')}"
+            + (f" v{c['version']}" if c.get("version") else "")
+            + (f" @{c['alias']}" if c.get("alias") else "")
+            + (f" (was v{c['previous']})" if c.get("previous") else "")
+            + f" · by {c.get('by') or '?'}"
+        )
+        for c in reversed(registered["changes"])
+    ]
+    return [
+        html.Ul(rows, id="run-registered") if rows else empty("not registered"),
+        html.Details(
+            [html.Summary(f"registry changes ({len(changes)})"), html.Ul(changes)],
+            id="run-registry-changes",
+        )
+        if changes
+        else None,
+    ]
+
+
+def _register_form(run_id: str) -> html.Div:
+    """Register this run's model (the same function as ``mlpilot models register``);
+    the registry is handed the logged model's URI, nothing is loaded."""
+    return html.Div(
+        [
+            dcc.Store(id="run-register-id", data=run_id),
+            dcc.Input(
+                id="run-register-name",
+                type="text",
+                placeholder="model name, e.g. sales-model",
+                maxLength=255,
+            ),
+            dcc.Input(
+                id="run-register-alias",
+                type="text",
+                placeholder="alias (optional), e.g. champion",
+                maxLength=255,
+            ),
+            html.Button("Register model", id="run-register", n_clicks=0),
+            html.Div(id="run-register-result"),
+        ],
+        className="filters",
+    )
+
+
+@callback(
+    Output("run-register-result", "children"),
+    Output("run-model-versions", "children"),
+    Input("run-register", "n_clicks"),
+    State("run-register-id", "data"),
+    State("run-register-name", "value"),
+    State("run-register-alias", "value"),
+    prevent_initial_call=True,
+)
+def _on_register(_clicks: int, run_id: str, name: str | None, alias: str | None) -> Any:
+    ok, line = queries.register_run_model(run_id or "", name or "", alias)
+    result = html.P(line, id="run-register-done" if ok else "run-register-refused")
+    return result, _registered(queries.run_registrations(run_id)) if ok else dash.no_update

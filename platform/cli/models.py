@@ -44,12 +44,8 @@ def register(
 
     if alias is not None:
         check_alias(alias)  # before anything exists: a refused alias leaves no version behind
-    client = _client()
-    source_run, model_uri = registry.resolve_source(client, None, run_id, None)
-    version = registry.register(
-        client, model_uri=model_uri, name=name, alias=alias, source_run_id=source_run
-    )
-    _record_registration(source_run, version)
+    version = registry.register_run(_client(), _store(), run_id, name, alias, by="cli")
+    source_run, model_uri = version["source_run"], version["model_uri"]
     if json_out:
         print_json(version)
         return
@@ -73,20 +69,15 @@ def check_alias(alias: str) -> None:
         )
 
 
-def _record_registration(run_id: str, version: dict[str, Any]) -> None:
-    """Note the registration on the run's metadata document, when it has one."""
+def _store() -> Any:
+    """The metadata store the registry's changes are noted on (queued when it is down)."""
     from mlpilot.platform.config import get_settings
     from mlpilot.tracking.metadata import StoreUnavailable, open_store
 
     try:
-        store = open_store(get_settings())
-        if store.store is not None and store.get_run(run_id) is not None:
-            store.update_run(
-                run_id,
-                {"model.registered_name": version["name"], "model.version": version["version"]},
-            )
+        return open_store(get_settings())
     except StoreUnavailable:
-        pass  # the registry is the record; the document catches up on the next repair
+        return None  # the registry is the record; the document catches up on the next repair
 
 
 @app.command("list")
@@ -161,7 +152,7 @@ def promote(
     from mlpilot.tracking import registry
 
     check_alias(alias)
-    result = registry.promote(_client(), name, version, alias)
+    result = registry.move_alias(_client(), _store(), name, version, alias, by="cli")
     if json_out:
         print_json(result)
         return
