@@ -52,7 +52,8 @@ $(CHROMIUM) $(CJK_FONT):
 		echo "the browser tests need Debian's $(APT_PACKAGE): apt-get install $(APT_PACKAGE)" >&2; exit 1; \
 	fi; \
 	install="$$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(APT_PACKAGE)"; \
-	$$install >/dev/null 2>&1 || { $$sudo apt-get update -qq && $$install >/dev/null; }
+	$$install >/dev/null 2>&1 || { $$sudo apt-get update -qq && $$install >/dev/null; }; \
+	test -e $@ || { echo "$(APT_PACKAGE) is installed but $@ is not there: set $(if $(filter $@,$(CHROMIUM)),CHROMIUM,CJK_FONT)=…" >&2; exit 1; }
 
 ## test: install the dev extra and what the tests need (Debian's chromium and fonts-noto-cjk), then run the whole suite
 test: $(VENV)/.installed-dev $(CHROMIUM) $(CJK_FONT)

@@ -84,3 +84,13 @@ def _fmt(value: Any) -> str:
 
 def empty(message: str) -> html.P:
     return html.P(message, className="empty")
+
+
+def plot_text(text: Any) -> str:
+    """Data text for a plotly figure (trace names, hover text, tick labels).
+
+    Plotly renders a subset of HTML there (``<b>``, ``<a href>``, ``<span style>``): a
+    prompt, a study name or an exception's text is data, shown as typed (DESIGN §8)."""
+    import html as _html
+
+    return _html.escape(str(text), quote=False)

@@ -94,13 +94,12 @@ def runs_query(
     prompt: str | None = None,
 ) -> dict[str, Any]:
     query: dict[str, Any] = {}
-    if experiment:
-        query["experiment"] = experiment
-    if status:
-        query["status"] = status
-    if session:
-        query["session_id"] = session
-    if prompt:
+    # a callback's value is whatever JSON the browser sent: only text is a value to match
+    # (an object such as {"$regex": …} would be an operator)
+    for field, value in (("experiment", experiment), ("status", status), ("session_id", session)):
+        if isinstance(value, str) and value:
+            query[field] = value
+    if isinstance(prompt, str) and prompt:
         query["prompt"] = {"$regex": re.escape(prompt), "$options": "i"}
     return query
 
@@ -162,6 +161,8 @@ def metric_names(limit: int = 200) -> list[str]:
 # -- the Runs table (issue 28) ---------------------------------------------------------------
 #: each Runs column and the document field it filters and sorts on (``value`` is the
 #: chosen metric's ``metrics.test_<metric>``, else each run's main metric)
+#: Runs columns computed per row (a search's trial progress), not fields of the document
+UNSORTED_COLUMNS = frozenset({"progress"})
 RUN_FIELDS = {
     "created": "created_at",
     "status": "status",
@@ -191,7 +192,7 @@ RUNS_PROJECTION = {
 #: what the live view reads of a running run: its search's size, study and trial events
 PROGRESS_PROJECTION = {"plan.steps": 1, "study": 1, "events": 1, "created_at": 1}
 _CLAUSE = re.compile(
-    r"^\{(?P<col>[^{}]+)\}\s*(?P<op>is blank|is nil|[a-z]+|[<>!=]=?)\s*(?P<val>.*)$"
+    r"^\{(?P<col>[^{}]+)\}\s*(?P<op>is blank|is nil|[is]?(?:[<>!=]=?|[a-z]+))\s*(?P<val>.*)$"
 )
 _OPS = {"=": "$eq", "eq": "$eq", "!=": "$ne", "ne": "$ne", "<": "$lt", "lt": "$lt"}
 _OPS |= {"<=": "$lte", "le": "$lte", ">": "$gt", "gt": "$gt", ">=": "$gte", "ge": "$gte"}
@@ -228,7 +229,9 @@ def sort_field(sort_by: str, metric: str | None = None) -> str:
     if sort_by == "value":
         return value_field(metric)
     if sort_by in SORTABLE or sort_by in RUN_FIELDS.values():
-        return "plan.template" if sort_by == "template" else sort_by
+        return sort_by
+    if sort_by in UNSORTED_COLUMNS:  # shown, not stored: sorting on it would match no run
+        return "created_at"
     if re.fullmatch(r"[\w.]+", sort_by):
         return sort_by if sort_by.startswith("metrics.") else f"metrics.{sort_by}"
     return "created_at"
@@ -305,7 +308,11 @@ def _date_clause(op: str, value: str) -> dict[str, Any] | None:
         logger.debug("ignored a date filter: %r", text[:40])
         return None
     year, month, day = int(parts[1]), int(parts[2] or 1), int(parts[3] or 1)
-    start = datetime(year, month, day, tzinfo=timezone.utc)
+    try:
+        start = datetime(year, month, day, tzinfo=timezone.utc)
+    except ValueError:  # 2026-13, 2026-02-30: no such date, so no such filter
+        logger.debug("ignored an impossible date filter: %r", text)
+        return None
     if parts[3]:
         end = start + timedelta(days=1)
     elif parts[2]:
@@ -783,14 +790,19 @@ def _study_metric(spec: dict[str, Any], runs: list[dict[str, Any]]) -> str:
     return str(metric or next((r["metric"] for r in runs if r["metric"]), "") or "objective")
 
 
-def study_trials(name: str) -> dict[str, Any]:
-    """A study shaped for plotting, cached briefly and downsampled."""
+def study_trials(name: str) -> dict[str, Any] | None:
+    """A study shaped for plotting, cached briefly and downsampled; None when there is no
+    such study (a stale link, a deleted study) or it has several objectives."""
     now = time.monotonic()
     cache = _STATE.setdefault("study_cache", {})
     hit = cache.get(name)
     if hit and now - hit[0] < STUDY_CACHE_S:
         return hit[1]
-    data = _load_study(name)
+    try:
+        data = _load_study(name)
+    except (KeyError, RuntimeError) as exc:  # optuna: no record; study.direction: multi
+        logger.info("study %r not shown: %s", name[:100], exc)
+        return None
     cache[name] = (now, data)
     return data
 

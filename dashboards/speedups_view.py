@@ -147,8 +147,11 @@ def share_text(share: float | None) -> str:
 
 
 def hover(p: StagePoint) -> str:
+    from mlpilot.dashboards.components import plot_text
+
     return (
-        f"{p.stage} · {p.experiment} · {p.engine}<br>{p.rows:,} rows: {sig(p.speedup)}×, "
+        f"{plot_text(p.stage)} · {plot_text(p.experiment)} · {plot_text(p.engine)}"
+        f"<br>{p.rows:,} rows: {sig(p.speedup)}×, "
         f"GPU share {share_text(p.gpu_share)}"
     )
 

@@ -593,7 +593,7 @@ def record_change(store: Any, run_id: str | None, change: dict[str, Any], by: st
     import uuid
     from datetime import datetime, timezone
 
-    from mlpilot.tracking.metadata import StoreUnavailable
+    from mlpilot.platform.errors import MlpilotError
 
     if store is None or not run_id:
         return False
@@ -611,7 +611,7 @@ def record_change(store: Any, run_id: str | None, change: dict[str, Any], by: st
             updated.update(registered_name=change["name"], version=change["version"])
         # the whole sub-document: a ``model: null`` takes no dotted field
         store.update_run(run_id, {"model": updated})
-    except StoreUnavailable as exc:
+    except MlpilotError as exc:  # down, refused, full: MLflow has already changed
         logger.info("registry change not recorded on run %s: %s", run_id, exc)
         return False
     return True

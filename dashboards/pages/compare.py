@@ -17,7 +17,7 @@ import plotly.graph_objects as go
 from dash import Input, Output, callback, dash_table, dcc, html
 
 from mlpilot.dashboards import comparison, queries
-from mlpilot.dashboards.components import empty
+from mlpilot.dashboards.components import empty, plot_text
 
 logger = logging.getLogger(__name__)
 
@@ -191,7 +191,7 @@ def _parallel(rows: list[dict[str, Any]], keys: list[str]) -> Any:
             low, high = ranges[key]
             direction = comparison.metric_direction(key)
             ys.append(None if value is None else comparison.position(value, low, high, direction))
-            text.append(f"{row['label']}<br>{key}: {comparison.sig(value)}")
+            text.append(f"{plot_text(row['label'])}<br>{key}: {comparison.sig(value)}")
         fig.add_trace(
             go.Scatter(
                 x=list(range(len(axes))),
@@ -199,7 +199,7 @@ def _parallel(rows: list[dict[str, Any]], keys: list[str]) -> Any:
                 mode="lines+markers",
                 line={"color": row["colour"], "width": 2},
                 marker={"size": 6},
-                name=row["label"],
+                name=plot_text(row["label"]),
                 text=text,
                 hoverinfo="text",
                 connectgaps=False,
@@ -235,7 +235,7 @@ def _bars(rows: list[dict[str, Any]], keys: list[str]) -> Any:
         best = comparison.best_of(values, comparison.metric_direction(key))
         bar = go.Bar(
             x=[values[r["run_id"]] for r in shown],
-            y=[r["label"] for r in shown],
+            y=[plot_text(r["label"]) for r in shown],
             orientation="h",
             marker={
                 "color": [r["colour"] for r in shown],

@@ -17,7 +17,7 @@ from dash import Input, Output, State, callback, dash_table, dcc, html, no_updat
 from plotly.subplots import make_subplots
 
 from mlpilot.dashboards import queries
-from mlpilot.dashboards.components import empty
+from mlpilot.dashboards.components import empty, plot_text
 
 logger = logging.getLogger(__name__)
 
@@ -159,7 +159,9 @@ def show(
     names = (names or [])[:MAX_STUDIES]
     if not names:
         return empty("no study selected (tune a model to create one)")
-    data = [queries.study_trials(n) for n in names]
+    data = [d for d in map(queries.study_trials, names) if d is not None]
+    if not data:
+        return empty("no such study (it may have been deleted), or one of several objectives")
     summary = [_summary_row(d) for d in data]
     return html.Div(
         [
@@ -264,12 +266,12 @@ def _study_traces(
                 x=xs(rows),
                 y=values,
                 mode="markers",
-                name=f"{d['name']} · {label}",
+                name=f"{plot_text(d['name'])} · {label}",
                 legendgroup=d["name"],
                 marker={**MARKERS[state], "color": color},
-                customdata=[[r["number"], label, r["reason"]] for r in rows],
+                customdata=[[r["number"], label, plot_text(r["reason"] or "")] for r in rows],
                 hovertemplate="trial %{customdata[0]} (%{customdata[1]}): %{y:.5g}"
-                "<br>%{customdata[2]}<extra>" + d["name"] + "</extra>",
+                "<br>%{customdata[2]}<extra>" + plot_text(d["name"]) + "</extra>",
                 meta={"state": state, "valueless": [v is None for v in values]},
             )
         )
@@ -282,7 +284,7 @@ def _study_traces(
                 y=scaled(best["value"]),
                 mode="lines",
                 line={"color": color, "shape": "hv", "width": 2},
-                name=f"{d['name']} · best",
+                name=f"{plot_text(d['name'])} · best",
                 legendgroup=d["name"],
                 hoverinfo="skip",
             )
@@ -372,13 +374,13 @@ def _focus(names: list[str] | None, current: str | None) -> tuple[list[str], str
 def _families(name: str | None) -> tuple[Any, Any, dict[str, str]]:
     """A mixed-family study's parallel coordinates are drawn one family at a time (each
     family has its own parameters); the best trial's family first."""
-    families = queries.study_trials(name)["families"] if name else []
-    if not families:
+    d = queries.study_trials(name) if name else None
+    families = d["families"] if d else []
+    if not d or not families:
         return [], ALL_FAMILIES, {"display": "none"}
     options = [{"label": f"family {f}", "value": f} for f in families]
     options.append({"label": "all families (family axis)", "value": ALL_FAMILIES})
-    best = queries.study_trials(name)["best_family"] if name else None
-    return options, best or families[0], {}
+    return options, d["best_family"] or families[0], {}
 
 
 @callback(
@@ -391,6 +393,8 @@ def detail(name: str | None, family: str | None, log: list[str] | None) -> Any:
     if not name:
         return empty("no study selected")
     d = queries.study_trials(name)
+    if d is None:
+        return empty(f"no study named {name!r}")
     return html.Div(
         [_intermediate(d, bool(log)), _parallel(d, None if family == ALL_FAMILIES else family)],
         className="grid2",

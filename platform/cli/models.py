@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Annotated, Any
 
 import typer
 
 from mlpilot.platform.cli._output import console, handle_errors, print_json
 from mlpilot.platform.errors import MlpilotError
+
+logger = logging.getLogger(__name__)
 
 app = typer.Typer(
     help="The model registry: versions with lineage, and aliases such as champion.",
@@ -72,11 +75,12 @@ def check_alias(alias: str) -> None:
 def _store() -> Any:
     """The metadata store the registry's changes are noted on (queued when it is down)."""
     from mlpilot.platform.config import get_settings
-    from mlpilot.tracking.metadata import StoreUnavailable, open_store
+    from mlpilot.tracking.metadata import open_store
 
     try:
         return open_store(get_settings())
-    except StoreUnavailable:
+    except MlpilotError as exc:  # down, a refused login, a full disk: the registry decides
+        logger.info("registry changes not noted in the metadata store: %s", exc)
         return None  # the registry is the record; the document catches up on the next repair
 
 

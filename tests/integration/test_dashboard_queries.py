@@ -91,3 +91,20 @@ def test_aliases_are_set_moved_and_deleted_in_the_registry(
 
 def _aliases(aliases: dict[str, Any]) -> dict[str, str]:
     return {k: str(v) for k, v in aliases.items()}
+
+
+def test_a_missing_or_multi_objective_study_is_none_not_an_error(
+    stores: dict[str, Any],
+) -> None:
+    import optuna
+
+    from mlpilot.platform.ml.hpo.storage import open_storage
+
+    assert queries.study_trials("no-such-study") is None  # a stale link: the page says so
+    storage = open_storage(stores["settings"].optuna_storage)
+    multi = optuna.create_study(
+        study_name="two-goals", storage=storage, directions=["minimize", "maximize"]
+    )
+    multi.optimize(lambda t: (t.suggest_float("x", 0, 1), 1.0), n_trials=2)
+    assert queries.study_trials("two-goals") is None
+    assert queries.study_trials(stores["names"]["single"]) is not None

@@ -117,6 +117,17 @@ def test_sorting_by_column() -> None:
     assert queries.sort_field("created_at") == "created_at"
     assert queries.sort_field("test_rmse") == "metrics.test_rmse"
     assert queries.sort_field("x; drop") == "created_at"
+    # a column computed per row: sorting on a missing field would have matched no run
+    assert queries.sort_field("progress") == "created_at"
+
+
+def test_only_text_from_the_browser_is_matched() -> None:
+    hostile = {"$regex": "(a+)+$"}
+    assert queries.runs_query(experiment=hostile, status=["x"], session=hostile) == {}  # type: ignore[arg-type]
+    assert queries.runs_query(experiment="sales", prompt="a.b") == {
+        "experiment": "sales",
+        "prompt": {"$regex": r"a\.b", "$options": "i"},
+    }
 
 
 def test_the_column_filter_becomes_a_store_query() -> None:
@@ -140,6 +151,11 @@ def test_the_column_filter_becomes_a_store_query() -> None:
     assert q("{value} < abc", "rmse") == {}
     assert q("{status} > b") == {}
     assert q("garbage") == {}
+    # the table's case toggle writes s= / i= (and scontains): the same query
+    assert q("{status} s= FAILED") == q("{status} i= FAILED") == {"status": {"$eq": "FAILED"}}
+    assert q("{prompt} scontains hp") == {"prompt": {"$regex": "hp", "$options": "i"}}
+    # no such date, no such filter (it raised before)
+    assert q("{created} > 2026-13") == {} and q("{created} = 2026-02-30") == {}
 
 
 def test_a_running_search_reports_its_trials(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -166,3 +182,11 @@ def test_model_metrics_are_scores_not_run_facts() -> None:
     assert comparison.is_model_metric("test_rmse") and comparison.is_model_metric("hpo_trials")
     assert not comparison.is_model_metric("peak_memory_mb")
     assert not comparison.is_model_metric("clean_rows_removed")
+
+
+def test_data_text_in_a_figure_is_shown_as_typed() -> None:
+    from mlpilot.dashboards.components import plot_text
+
+    # plotly renders <a href>, <b> and entities in trace names and hover text
+    assert plot_text('<a href="x">p</a> & q') == '&lt;a href="x"&gt;p&lt;/a&gt; &amp; q'
+    assert plot_text(None) == "None" and plot_text("rf · 0.5") == "rf · 0.5"
