@@ -25,10 +25,13 @@ ALLOWED = "dash.example.org,.corp.example"
 CALLBACK = "/_dash-update-component"
 # the chat page's two callbacks that write: one saves a new session, one starts a job
 LOAD_SESSION = {
-    "output": "..chat-session.data...chat-history.children..",
+    "output": "..chat-session.data...chat-history.children...chat-examples.style"
+    "...chat-data.options..",
     "outputs": [
         {"id": "chat-session", "property": "data"},
         {"id": "chat-history", "property": "children"},
+        {"id": "chat-examples", "property": "style"},
+        {"id": "chat-data", "property": "options"},
     ],
     "inputs": [
         {"id": "chat-session", "property": "data", "value": None},
