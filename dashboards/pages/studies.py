@@ -107,9 +107,12 @@ def _controls(summaries: list[dict[str, Any]], chosen: list[str]) -> html.Div:
     )
 
 
-def layout(study: str | None = None, **_: Any) -> html.Div:
+def layout(study: str | None = None, studies: str | None = None, **_: Any) -> html.Div:
+    """``?study=NAME`` opens one study, ``?studies=A,B,…`` overlays several (a link to an
+    overlay); without either, the page opens on the busiest study."""
     summaries = queries.studies()  # most trials first: the page opens on the busiest study
-    chosen = [study] if study else [s["name"] for s in summaries[:1]]
+    listed = [n for n in (studies or "").split(",") if n][:MAX_STUDIES]
+    chosen = listed or ([study] if study else [s["name"] for s in summaries[:1]])
     controls = _controls(summaries, chosen)
     return html.Div(
         [
@@ -201,7 +204,12 @@ def _summary_row(d: dict[str, Any]) -> dict[str, Any]:
 
 def _history(data: list[dict[str, Any]], x: str, mode: str, states: list[str], log: bool) -> Any:
     """Every trial of every study by state, with its best-so-far line; one axis per
-    metric, or one normalised axis where 1 is the best value of the selected studies."""
+    metric, or one normalised axis where 1 is the best value of the selected studies.
+
+    The traces are plain dicts set on the figure's dict, not ``go.Scatter`` objects added
+    to it: plotly validates and deep-copies every point it is given (2.5 s of a 2.7 s
+    callback for 10 studies of 2,000 trials), and these points are already plain numbers.
+    """
     normalise = mode == "normalised"
     keys = [queries.metric_key(d) for d in data]
     axes = ["normalised score (1 = best of the selected studies)"] if normalise else keys
@@ -210,6 +218,7 @@ def _history(data: list[dict[str, Any]], x: str, mode: str, states: list[str], l
     bounds = queries.metric_bounds(data)
     divisor, unit = _time_unit(data) if x == "elapsed" else (1.0, "")
     notes: list[str] = []
+    traces: list[dict[str, Any]] = []
     for i, d in enumerate(data):
         row = 1 if normalise else axes.index(keys[i]) + 1
         span = bounds.get(keys[i]) if normalise else None
@@ -218,9 +227,11 @@ def _history(data: list[dict[str, Any]], x: str, mode: str, states: list[str], l
             return queries.normalised(values, d["direction"], *span) if span else values
 
         for trace in _study_traces(d, PALETTE[i % len(PALETTE)], x, divisor, scaled, states):
-            fig.add_trace(trace, row=row, col=1)
+            # the axes make_subplots gives row ``row``: x/y for the first, x2/y2 below
+            suffix = "" if row == 1 else str(row)
+            traces.append({**trace, "xaxis": "x" + suffix, "yaxis": "y" + suffix})
     log = log and not normalise
-    _place_valueless(fig, log, notes)
+    _place_valueless(traces, log, notes)
     for r, title in enumerate(axes, start=1):
         fig.update_yaxes(title_text=title, type="log" if log else "linear", row=r, col=1)
     if log and normalise:
@@ -230,8 +241,9 @@ def _history(data: list[dict[str, Any]], x: str, mode: str, states: list[str], l
     fig.update_layout(
         height=120 + 280 * len(axes), margin={"t": 30}, legend={"groupclick": "toggleitem"}
     )
+    figure = {**fig.to_dict(), "data": traces}
     return html.Div(
-        [dcc.Graph(figure=fig, id="studies-history"), *(empty(n) for n in notes)],
+        [dcc.Graph(figure=figure, id="studies-history"), *(empty(n) for n in notes)],
         id="studies-history-box",
     )
 
@@ -245,8 +257,9 @@ def _time_unit(data: list[dict[str, Any]]) -> tuple[float, str]:
 
 def _study_traces(
     d: dict[str, Any], color: str, x: str, divisor: float, scaled: Any, states: list[str]
-) -> list[go.Scatter]:
-    """The study's trials, one trace per drawn state, and its best-so-far line."""
+) -> list[dict[str, Any]]:
+    """The study's trials, one scatter trace (a plotly trace dict) per drawn state, and
+    its best-so-far line."""
     key = "elapsed_s" if x == "elapsed" else "number"
 
     def xs(rows: list[dict[str, Any]]) -> list[Any]:
@@ -262,55 +275,57 @@ def _study_traces(
         values = scaled([r["value"] for r in rows])
         label = STATE_LABELS[state]
         traces.append(
-            go.Scatter(
-                x=xs(rows),
-                y=values,
-                mode="markers",
-                name=f"{plot_text(d['name'])} · {label}",
-                legendgroup=d["name"],
-                marker={**MARKERS[state], "color": color},
-                customdata=[[r["number"], label, plot_text(r["reason"] or "")] for r in rows],
-                hovertemplate="trial %{customdata[0]} (%{customdata[1]}): %{y:.5g}"
+            {
+                "type": "scatter",
+                "x": xs(rows),
+                "y": values,
+                "mode": "markers",
+                "name": f"{plot_text(d['name'])} · {label}",
+                "legendgroup": d["name"],
+                "marker": {**MARKERS[state], "color": color},
+                "customdata": [[r["number"], label, plot_text(r["reason"] or "")] for r in rows],
+                "hovertemplate": "trial %{customdata[0]} (%{customdata[1]}): %{y:.5g}"
                 "<br>%{customdata[2]}<extra>" + plot_text(d["name"]) + "</extra>",
-                meta={"state": state, "valueless": [v is None for v in values]},
-            )
+                "meta": {"state": state, "valueless": [v is None for v in values]},
+            }
         )
     best = d["best"]
     if best["value"]:
         bx = [v / divisor if key == "elapsed_s" and v is not None else v for v in best[key]]
         traces.append(
-            go.Scatter(
-                x=bx,
-                y=scaled(best["value"]),
-                mode="lines",
-                line={"color": color, "shape": "hv", "width": 2},
-                name=f"{plot_text(d['name'])} · best",
-                legendgroup=d["name"],
-                hoverinfo="skip",
-            )
+            {
+                "type": "scatter",
+                "x": bx,
+                "y": scaled(best["value"]),
+                "mode": "lines",
+                "line": {"color": color, "shape": "hv", "width": 2},
+                "name": f"{plot_text(d['name'])} · best",
+                "legendgroup": d["name"],
+                "hoverinfo": "skip",
+            }
         )
     return traces
 
 
-def _place_valueless(fig: go.Figure, log: bool, notes: list[str]) -> None:
+def _place_valueless(traces: list[dict[str, Any]], log: bool, notes: list[str]) -> None:
     """Trials without a value (failed ones, pruned ones that reported nothing) sit on a
     rug at the bottom of their axis, so they are seen and counted rather than lost; on a
     log axis, values <= 0 cannot be drawn and are said to be missing."""
     floors: dict[str, float] = {}
-    for trace in fig.data:
-        drawn = [v for v in (trace.y or ()) if v is not None and (not log or v > 0)]
+    for trace in traces:
+        drawn = [v for v in (trace.get("y") or ()) if v is not None and (not log or v > 0)]
         if drawn:
-            axis = trace.yaxis or "y"
+            axis = trace.get("yaxis") or "y"
             floors[axis] = min(floors.get(axis, drawn[0]), *drawn)
     hidden = 0
-    for trace in fig.data:
-        meta = trace.meta or {}
+    for trace in traces:
+        meta = trace.get("meta") or {}
         if "valueless" not in meta:
             continue
-        floor = floors.get(trace.yaxis or "y", 1.0 if log else 0.0)
-        ys = list(trace.y)
+        floor = floors.get(trace.get("yaxis") or "y", 1.0 if log else 0.0)
+        ys = list(trace["y"])
         hidden += sum(1 for v in ys if v is not None and log and v <= 0)
-        trace.y = [
+        trace["y"] = [
             floor if missing else v for v, missing in zip(ys, meta["valueless"], strict=True)
         ]
     if hidden:
