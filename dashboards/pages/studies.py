@@ -17,6 +17,7 @@ from dash import Input, Output, State, callback, dash_table, dcc, html, no_updat
 from plotly.subplots import make_subplots
 
 from mlpilot.dashboards import queries
+from mlpilot.dashboards.comparison import PALETTE
 from mlpilot.dashboards.components import empty, plot_text
 
 logger = logging.getLogger(__name__)
@@ -24,18 +25,6 @@ logger = logging.getLogger(__name__)
 dash.register_page(__name__, path="/studies", name="Studies", title="mlpilot · Optuna studies")
 
 #: one colour per selected study, the same in every plot of the page
-PALETTE = (
-    "#1f77b4",
-    "#ff7f0e",
-    "#2ca02c",
-    "#d62728",
-    "#9467bd",
-    "#8c564b",
-    "#e377c2",
-    "#7f7f7f",
-    "#bcbd22",
-    "#17becf",
-)
 #: how each trial state is drawn: complete filled, pruned hollow, failed a cross
 MARKERS = {
     "COMPLETE": {"symbol": "circle", "size": 6, "opacity": 0.55},
