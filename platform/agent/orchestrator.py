@@ -115,12 +115,17 @@ class Orchestrator:
         experiment = (
             request.experiment or session.context.get("experiment") or self.settings.experiment
         )
-        events = [new_event(RunState.RECEIVED.value, "request received")]
-        self.progress.state(RunState.RECEIVED.value)
-        events.append(new_event(RunState.PLANNING.value, "profiling the data and planning"))
-        self.progress.state(RunState.PLANNING.value)
+        events: list[dict[str, Any]] = []
         try:
-            with shielded():  # planning imports pandas and may call an LLM: let it finish
+            # shielded from the first line the user sees: a signal from then on cancels a
+            # run that gets recorded, never one that vanishes (planning may call an LLM)
+            with shielded():
+                events.append(new_event(RunState.RECEIVED.value, "request received"))
+                self.progress.state(RunState.RECEIVED.value)
+                events.append(
+                    new_event(RunState.PLANNING.value, "profiling the data and planning")
+                )
+                self.progress.state(RunState.PLANNING.value)
                 registry = default_registry(request.plugins)
                 result, profile = plan_request(
                     self.settings,
@@ -135,6 +140,11 @@ class Orchestrator:
                     plan_file=request.plan_file,
                     adapter=request.adapter,
                 )
+            if result.source:  # a --plan file: the prompt it carries, its path and digest
+                from mlpilot.platform.agent.planning import provenance_tags
+
+                request.prompt = request.prompt or result.source.get("prompt", "")
+                request.tags.update(provenance_tags(result.source))
         except UnplacedRequestError as exc:
             if request.ask_back:
                 return self._ask_back(session, experiment, exc)
@@ -143,11 +153,6 @@ class Orchestrator:
             return self._end_without_plan(session, request, experiment, events, exc)
         except KeyboardInterrupt as exc:  # cancelled while planning: recorded all the same
             return self._end_without_plan(session, request, experiment, events, exc)
-        if result.source:  # a --plan file: the prompt it carries, its path and digest
-            from mlpilot.platform.agent.planning import provenance_tags
-
-            request.prompt = request.prompt or result.source.get("prompt", "")
-            request.tags.update(provenance_tags(result.source))
         plan = result.plan
         if len(plan.steps) == 1 and registry.get(plan.steps[0].tool).kind == "query":
             return self._answer(session, plan, registry, profile, experiment, result.planner)
@@ -179,8 +184,8 @@ class Orchestrator:
         self, planned: Planned, session: Session, events: list[dict[str, Any]]
     ) -> RunOutcome:
         early: Leg | None = None
-        space.keep_reserve(self.settings.private_dir)  # room to record its end on a full disk
         try:
+            space.keep_reserve(self.settings.private_dir)  # room to record its end on a full disk
             prepared = self.prepare(planned)
             for state in prepared.reached:
                 events.append(new_event(state.value, _MESSAGES[state]))

@@ -427,3 +427,47 @@ def test_the_requests_start_reaches_the_pipeline(settings: Settings, data: Path)
     )
     assert outcome.status == R.SUCCEEDED
     assert harness.executor.extra_env == {ENV_RUN_STARTED_AT: "1234.500000"}
+
+
+@pytest.fixture
+def signals_installed() -> Any:
+    """``interrupts.install`` as the CLI does, undone afterwards (handlers and state)."""
+    import signal as signal_module
+
+    from mlpilot.platform.config import interrupts
+
+    saved = {sig: signal_module.getsignal(sig) for sig in interrupts.SIGNALS}
+    state = dict(interrupts._state)
+    interrupts.install()
+    yield
+    for sig, handler in saved.items():
+        signal_module.signal(sig, handler)
+    interrupts._state.clear()
+    interrupts._state.update(state)
+
+
+class SignalledHarness(Harness):
+    """A user who presses Ctrl-C (SIGTERM here) the moment ``at`` is shown."""
+
+    def __init__(self, settings: Settings, executor: FakeExecutor, at: str) -> None:
+        super().__init__(settings, executor)
+        self.at = at
+
+    def state(self, state: str, message: str = "") -> None:
+        super().state(state, message)
+        if state == self.at:
+            import os
+            import signal as signal_module
+
+            os.kill(os.getpid(), signal_module.SIGTERM)
+
+
+@pytest.mark.parametrize("at", [R.RECEIVED.value, R.PLANNING.value, R.VALIDATING.value])
+def test_a_signal_the_moment_a_state_is_shown_is_recorded_cancelled(
+    settings: Settings, data: Path, signals_installed: Any, at: str
+) -> None:
+    harness = SignalledHarness(settings, FakeExecutor(succeeded), at)
+    outcome = harness.run(prompt="train a random forest to predict sales", data_path=str(data))
+    assert outcome.status == R.CANCELLED
+    doc, run = harness.recorded(outcome)
+    assert run.status == "KILLED" and doc["status"] == "CANCELLED"
