@@ -106,6 +106,8 @@ TAG_DEVICE_PREFIX = "mlpilot.device."
 TAG_SPEEDUP_PREFIX = "mlpilot.speedup."
 #: the engine a trial was scored on (nested trial runs; Optuna user attribute too)
 TAG_TRIAL_ENGINE = "mlpilot.trial_engine"
+#: a nested trial run whose configuration the meta-learned prior chose (nearest, portfolio)
+TAG_TRIAL_WARM_START = "mlpilot.trial_warm_start"
 # registry lineage on model versions
 TAG_SOURCE_RUN = "mlpilot.source_run"
 TAG_METRIC_VALUE = "mlpilot.metric_value"
@@ -150,6 +152,8 @@ ATTR_FAIL_REASON = "mlpilot.fail_reason"
 ATTR_EARLY_STOPPED = "mlpilot.early_stopped"
 #: the engine a trial was scored on (one study keeps one engine)
 ATTR_ENGINE = "mlpilot.engine"
+#: where an enqueued warm-start trial's configuration came from (nearest or portfolio)
+ATTR_WARM_START = "mlpilot.warm_start"
 #: where a trial scored in another process (``mlpilot worker``, a Dask worker) trained:
 #: its model's device record, merged into the parent's ``tune`` stage
 ATTR_DEVICE = "mlpilot.device"

@@ -143,3 +143,105 @@ def test_train_model_auto_takes_the_priors_best_configuration(
     monkeypatch.setattr(P.Prior, "shipped", classmethod(lambda cls: None))
     steps.train_model(run, model="auto")  # no prior: the default family, its defaults
     assert run.model.params == {} and any("default configuration" in n for n in run.notes)
+
+
+def test_meta_features_of_an_all_categorical_frame_code_the_categories() -> None:
+    rng = np.random.default_rng(1)
+    colour = rng.choice(["red", "blue", "green"], 300)
+    X = pd.DataFrame({"colour": colour, "size": rng.choice(["s", "m", "l"], 300)})
+    meta = P.meta_features(X, pd.Series(colour == "red"), "classification")
+    assert meta["categorical_share"] == 1.0 and meta["missing_share"] == 0.0
+    assert meta["stump_gain"] > 0.2  # one split on the coded colour finds the target
+
+
+def test_meta_features_of_one_column_are_finite() -> None:
+    frame = _frame()
+    meta = P.meta_features(frame[["x"]], frame["y"], "regression")
+    assert meta["log_cols"] == 0.0 and meta["categorical_share"] == 0.0
+    assert all(np.isfinite(v) for v in meta.values()) and meta["linear_gain"] > 0.9
+
+
+def test_meta_features_leave_out_the_rows_without_a_target() -> None:
+    frame = _frame()
+    X, y = frame.drop(columns="y"), frame["y"].copy()
+    y.iloc[:100] = np.nan
+    meta = P.meta_features(X, y, "regression")
+    assert meta["log_rows"] == pytest.approx(np.log10(200))
+    assert meta == P.meta_features(X.iloc[100:], y.iloc[100:], "regression")
+    labels = pd.Series(np.where(frame["x"] > 0, "a", "b"), dtype=object)
+    labels.iloc[:50] = None
+    assert P.meta_features(X, labels, "classification")["log_rows"] == pytest.approx(np.log10(250))
+
+
+def test_the_enqueued_trials_carry_where_they_came_from_into_mlflow_tags(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from types import SimpleNamespace
+
+    from mlpilot.platform.ml.hpo.trial_log import TrialLogger
+
+    run = _search(tmp_path, monkeypatch, P.Prior(_doc()))
+    logger = SimpleNamespace(study_name="warm")
+    tags = [TrialLogger._trial_tags(logger, t) for t in _trials(tmp_path / "journal.log", "warm")]
+    assert [t.get(vocab.TAG_TRIAL_WARM_START) for t in tags] == [run.result.warm_start] * 3 + [
+        None
+    ]  # the fourth is the sampler's own
+
+
+def _trials(journal: Path, name: str) -> list[Any]:
+    from mlpilot.platform.ml.hpo import open_storage
+
+    study = optuna.load_study(study_name=name, storage=open_storage(str(journal)))
+    return sorted(study.trials, key=lambda t: t.number)
+
+
+def _seeded_search(folder: Path, monkeypatch: pytest.MonkeyPatch, shipped: Any, on: bool) -> Any:
+    monkeypatch.setattr(P.Prior, "shipped", classmethod(lambda cls: shipped))
+    folder.mkdir()
+    run = loaded_run(folder, _frame(200).drop(columns=["colour", "gap"]), seed=42)
+    optimize(
+        run, model="rf", trials=5, metric="rmse", timeout_s=None, early_stopping=False,
+        warm_start=on, study_name="s", storage=str(folder / "j.log"), plots=False,
+    )  # fmt: skip
+    return run, _trials(folder / "j.log", "s")
+
+
+def test_warm_start_off_is_the_same_search_without_the_enqueued_trials(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    prior = P.Prior(_doc())
+    off, off_trials = _seeded_search(tmp_path / "off", monkeypatch, prior, on=False)
+    cold, cold_trials = _seeded_search(tmp_path / "cold", monkeypatch, None, on=True)
+    warm, warm_trials = _seeded_search(tmp_path / "warm", monkeypatch, prior, on=True)
+    assert (off.result.warm_start, cold.result.warm_start) == ("off", "unavailable")
+    assert warm.result.warm_start in ("nearest", "portfolio")
+    assert not any(vocab.ATTR_WARM_START in t.user_attrs for t in off_trials)
+    # off: the search a data set with no prior gets, trial for trial
+    assert [t.params for t in off_trials] == [t.params for t in cold_trials]
+    assert [t.value for t in off_trials] == [t.value for t in cold_trials]
+    assert [vocab.ATTR_WARM_START in t.user_attrs for t in warm_trials] == [True] * 3 + [False] * 2
+    assert len(warm_trials) == len(off_trials) == 5  # the same budget, warm trials included
+
+
+def test_every_shipped_configuration_passes_its_familys_parameter_specification() -> None:
+    from mlpilot.platform.ml import families as F
+
+    prior = P.Prior.shipped()
+    if prior is None:
+        pytest.skip("no prior ships in this checkout (benchmarks/build_prior.py --assemble)")
+    checked = 0
+    for task, by_family in prior.candidates.items():
+        for name, configs in by_family.items():
+            specs = {p.name: p for p in F.registry().get(name).params_for(task)}
+            for params in configs:
+                for key, value in params.items():
+                    if key == F.CATEGORICAL_PARAM:
+                        continue
+                    spec = specs[key]  # a KeyError names a parameter the family lacks
+                    if spec.kind == "choice":
+                        assert value in spec.choices, (name, key, value)
+                    else:
+                        assert spec.low <= value <= spec.high, (name, key, value)
+                        assert isinstance(value, int) or spec.kind == "float", (name, key)
+                    checked += 1
+    assert checked > 100 and len(prior.sets) >= 100

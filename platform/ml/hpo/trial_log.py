@@ -156,6 +156,8 @@ class TrialLogger:
             tags[vocab.TAG_WORKER] = f"{owner.get('host')}:{owner.get('pid')}"
         if trial.user_attrs.get(vocab.ATTR_ENGINE):
             tags[vocab.TAG_TRIAL_ENGINE] = str(trial.user_attrs[vocab.ATTR_ENGINE])
+        if trial.user_attrs.get(vocab.ATTR_WARM_START):
+            tags[vocab.TAG_TRIAL_WARM_START] = str(trial.user_attrs[vocab.ATTR_WARM_START])
         record = trial.user_attrs.get(vocab.ATTR_DEVICE)
         if isinstance(record, dict):  # a worker's trial: where it trained
             from mlpilot.platform.ml.devices import describe_device

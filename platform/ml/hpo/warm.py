@@ -71,7 +71,10 @@ def enqueue_warm_start(
     for family, params in picked:
         if not objective.categorical:
             params = {k: v for k, v in params.items() if k != CATEGORICAL_PARAM}
-        study.enqueue_trial(study_params(family, params, model))
+        study.enqueue_trial(
+            study_params(family, params, model),
+            user_attrs={vocab.ATTR_WARM_START: choice.source},
+        )
     if timed:
         # the families the prior does not know keep their low-cost first point
         enqueue_low_cost_for(study, tuple(n for n in names if n not in known), model)

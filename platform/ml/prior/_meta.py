@@ -38,8 +38,12 @@ def meta_features(X: Any, y: Any, task: str, seed: int = 0) -> dict[str, float]:
     """The meta-features of a training split ``X`` (a pandas frame) and ``y``."""
     import pandas as pd
 
-    frame = pd.DataFrame(X)
+    frame = pd.DataFrame(X).reset_index(drop=True)
     target = pd.Series(np.asarray(y)).reset_index(drop=True)
+    labelled = target.notna().to_numpy()
+    if not labelled.all():  # rows without a target are not training rows
+        frame, target = frame.loc[labelled], target.loc[labelled].reset_index(drop=True)
+        frame = frame.reset_index(drop=True)
     rows, cols = frame.shape
     categorical = [c for c in frame.columns if not pd.api.types.is_numeric_dtype(frame[c])]
     out = {
@@ -105,8 +109,6 @@ def _numeric_sample(
     frame: Any, target: Any, task: str, categorical: list[str], seed: int
 ) -> tuple[Any, Any]:
     """A sample of at most ``LANDMARK_ROWS`` rows, categories as codes, gaps filled."""
-    keep = target.notna().to_numpy()
-    frame, target = frame.loc[keep].reset_index(drop=True), target.loc[keep].reset_index(drop=True)
     if len(frame) > LANDMARK_ROWS:
         rows = np.random.default_rng(seed).choice(len(frame), LANDMARK_ROWS, replace=False)
         frame, target = frame.iloc[rows].reset_index(drop=True), target.iloc[rows]
