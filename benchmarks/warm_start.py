@@ -11,7 +11,12 @@ seeds): the cold and warm holdout score at each n, the trials warm needs to come
 tie margin (0.005).
 
     .venv/bin/python benchmarks/warm_start.py [--prior PATH] [--seeds 3] [--trials 50]
-        [--families lgbm,rf] [--sets Default,mpg]
+        [--families lgbm,rf] [--sets Default,mpg] [--rf-trees 0.25]
+
+``--rf-trees F`` (the cut that makes the benchmark fit its time here) scales random
+forests' ``n_estimators`` by F in both legs alike: the search range (50–400 trees becomes
+12–100 at 0.25) and the prior's configurations, so that warm and cold search the same
+smaller space.
 
 ``--prior`` reads a prior from a file (default: the one the package ships). Not part of
 ``make bench``; estimators run single-threaded (OMP_NUM_THREADS=1).
@@ -56,6 +61,31 @@ def use_prior(path: str | None, sets: list[BenchSet]) -> Any:
         raise SystemExit(f"the prior was built from evaluated sets: {', '.join(overlap)}")
     P.Prior.shipped = classmethod(lambda cls: prior)  # type: ignore[method-assign]
     return prior
+
+
+def scale_forests(prior: Any, factor: float) -> None:
+    """Random forests of ``factor`` times the trees, in the search space and the prior."""
+    import dataclasses
+
+    from mlpilot.platform.ml import families as F
+
+    if factor == 1.0:
+        return
+    family = type(F.registry().get("rf"))
+
+    def scaled(n: float) -> int:
+        return max(1, round(n * factor))
+
+    family.params = tuple(
+        dataclasses.replace(p, low=scaled(p.low), high=scaled(p.high))
+        if p.name == "n_estimators"
+        else p
+        for p in family.params
+    )
+    for by_family in prior.candidates.values():
+        for params in by_family.get("rf", []):
+            if "n_estimators" in params:
+                params["n_estimators"] = scaled(params["n_estimators"])
 
 
 def one_search(bench: BenchSet, family: str, seed: int, warm: bool, work: Path, trials: int):
@@ -126,12 +156,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--trials", type=int, default=max(PREFIXES))
     parser.add_argument("--families", default="lgbm,rf")
     parser.add_argument("--sets", default="", help="comma-separated item names (default: all)")
+    parser.add_argument("--rf-trees", type=float, default=1.0, help="scale forests' trees")
     args = parser.parse_args(argv)
     sets = read_sets(SETS)
     if args.sets:
         wanted = {s.strip() for s in args.sets.split(",")}
         sets = [b for b in sets if b.item.split("/")[-1] in wanted or b.item in wanted]
-    use_prior(args.prior, sets)
+    scale_forests(use_prior(args.prior, sets), args.rf_trees)
     rows, started = [], time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
         for family in args.families.split(","):
