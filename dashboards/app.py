@@ -94,10 +94,13 @@ def create_app(settings: Settings | None = None, bind: str = "127.0.0.1") -> Das
 
 
 def serve(host: str = "127.0.0.1", port: int = 8050, settings: Settings | None = None) -> None:
-    """Check the address, build the app, serve it with waitress (never Flask's dev server)."""
+    """Check the address, build the app, warm its queries up, serve it with waitress
+    (never Flask's dev server)."""
     settings = settings or get_settings()
     security.check_bind(host, settings)
-    security.serve_wsgi(create_app(settings, host), host, port)
+    app = create_app(settings, host)
+    queries.warm_up()  # before listening: the first visit must not pay for it
+    security.serve_wsgi(app, host, port)
 
 
 def upload_folder(session_id: str) -> Path:
