@@ -49,7 +49,7 @@ body { font-family: system-ui, -apple-system, Segoe UI, sans-serif; margin: 0; c
 .button { background: #1565c0; color: #fff; border-radius: 4px; padding: 0.3rem 0.8rem; text-decoration: none; font-weight: 500; }
 .runs-live-row { margin: 0.2rem 0; font-size: 0.9rem; }
 .runs-progress { width: 12rem; vertical-align: middle; }
-.compare-swatch { display: inline-block; width: 0.8rem; height: 0.8rem; border-radius: 2px; margin-right: 0.4rem; vertical-align: middle; }
+.compare-swatch { list-style: none; border-left: 0.8rem solid transparent; padding-left: 0.4rem; margin: 0.15rem 0; }
 """
 
 
