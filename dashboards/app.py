@@ -49,7 +49,7 @@ body { font-family: system-ui, -apple-system, Segoe UI, sans-serif; margin: 0; c
 .button { background: #1565c0; color: #fff; border-radius: 4px; padding: 0.3rem 0.8rem; text-decoration: none; font-weight: 500; }
 .runs-live-row { margin: 0.2rem 0; font-size: 0.9rem; }
 .runs-progress { width: 12rem; vertical-align: middle; }
-.compare-swatch { display: inline-block; width: 0.8rem; height: 0.8rem; border-radius: 2px; margin-right: 0.4rem; vertical-align: middle; }
+.compare-swatch { list-style: none; border-left: 0.8rem solid transparent; padding-left: 0.4rem; margin: 0.15rem 0; }
 """
 
 
@@ -94,10 +94,13 @@ def create_app(settings: Settings | None = None, bind: str = "127.0.0.1") -> Das
 
 
 def serve(host: str = "127.0.0.1", port: int = 8050, settings: Settings | None = None) -> None:
-    """Check the address, build the app, serve it with waitress (never Flask's dev server)."""
+    """Check the address, build the app, warm its queries up, serve it with waitress
+    (never Flask's dev server)."""
     settings = settings or get_settings()
     security.check_bind(host, settings)
-    security.serve_wsgi(create_app(settings, host), host, port)
+    app = create_app(settings, host)
+    queries.warm_up()  # before listening: the first visit must not pay for it
+    security.serve_wsgi(app, host, port)
 
 
 def upload_folder(session_id: str) -> Path:

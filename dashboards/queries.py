@@ -27,6 +27,8 @@ MAX_TRIAL_POINTS = 2000
 #: lines in a parallel-coordinates plot: more only blur it and slow the browser down
 MAX_PARALLEL_LINES = 200
 STUDY_CACHE_S = 30.0
+#: study loads one at a time (a lock per name would grow with every name a URL sends)
+_STUDY_LOCK = threading.Lock()
 #: the most the dashboard reads of a run folder's pipeline.py
 PIPELINE_MAX_BYTES = 4 * 2**20
 #: where a search run logs its Optuna plots (``platform/ml/hpo/summary.py``)
@@ -67,6 +69,18 @@ def client() -> Any:
 
             _STATE["client"] = make_client(settings())
         return _STATE["client"]
+
+
+def warm_up() -> None:
+    """The first request's one-off work, done before the server listens: opening the
+    MLflow client imports mlflow, 2 s of a cold first Runs page's 2.5 s on 2 cores. The
+    Optuna storage is left to the Studies page (replaying its journal is per storage)."""
+    started = time.perf_counter()
+    try:
+        client()
+    except Exception as exc:  # MLflow unreachable: the pages say so when they ask
+        logger.warning("the MLflow client did not open at start-up: %s", exc)
+    logger.info("dashboard queries warmed up in %.2f s", time.perf_counter() - started)
 
 
 def mlflow_ui_url(run: dict[str, Any] | None = None) -> str | None:
@@ -690,17 +704,44 @@ def _versions_of_run(run_id: str) -> list[dict[str, Any]]:
     ]
 
 
-def recent_run_options(limit: int = 200) -> list[dict[str, str]]:
-    docs = store().find_runs(
-        {}, sort=[("created_at", -1)], limit=limit, projection={"prompt": 1, "status": 1}
+#: runs the Compare picker offers before anything is typed, and at most per search: the
+#: picker indexes every substring of each option's id and label, and 300 options (100
+#: chosen, 200 recent) took the browser 0.4 s before the comparison was even asked for
+RECENT_OPTIONS = 20
+SEARCH_OPTIONS = 50
+
+
+def run_options(
+    chosen: list[str], search: str | None = None, limit: int = RECENT_OPTIONS
+) -> list[dict[str, str]]:
+    """Options of the Compare picker: the chosen runs first (in order), then the most
+    recent runs, or, with ``search``, the runs whose id starts with it or whose prompt
+    contains it (any run of the store, not only recent ones)."""
+    chosen = [c for c in chosen if isinstance(c, str) and c]
+    projection = {"prompt": 1, "status": 1}
+    found = store().find_runs(
+        {"_id": {"$in": chosen}}, limit=len(chosen) or 1, projection=projection
     )
-    return [
-        {
-            "label": f"{d['_id'][:8]} · {d.get('status', '')} · {(d.get('prompt') or '')[:60]}",
-            "value": d["_id"],
+    by_id = {d["_id"]: d for d in found}
+    query: dict[str, Any] = {}
+    if isinstance(search, str) and search.strip():
+        text = re.escape(search.strip()[:100])
+        query = {
+            "$or": [
+                {"_id": {"$regex": f"^{text}"}},
+                {"prompt": {"$regex": text, "$options": "i"}},
+            ]
         }
-        for d in docs
-    ]
+    more = store().find_runs(query, sort=[("created_at", -1)], limit=limit, projection=projection)
+    options = [_run_option(c, by_id.get(c)) for c in chosen]
+    return options + [_run_option(d["_id"], d) for d in more if d["_id"] not in set(chosen)]
+
+
+def _run_option(run_id: str, doc: dict[str, Any] | None) -> dict[str, str]:
+    if doc is None:  # a stale link: the id is all there is to show
+        return {"label": run_id, "value": run_id}
+    label = f"{run_id[:8]} · {doc.get('status', '')} · {(doc.get('prompt') or '')[:60]}"
+    return {"label": label, "value": run_id}
 
 
 # -- engines -------------------------------------------------------------------------------------
@@ -793,18 +834,21 @@ def _study_metric(spec: dict[str, Any], runs: list[dict[str, Any]]) -> str:
 def study_trials(name: str) -> dict[str, Any] | None:
     """A study shaped for plotting, cached briefly and downsampled; None when there is no
     such study (a stale link, a deleted study) or it has several objectives."""
-    now = time.monotonic()
     cache = _STATE.setdefault("study_cache", {})
-    hit = cache.get(name)
-    if hit and now - hit[0] < STUDY_CACHE_S:
-        return hit[1]
-    try:
-        data = _load_study(name)
-    except (KeyError, RuntimeError) as exc:  # optuna: no record; study.direction: multi
-        logger.info("study %r not shown: %s", name[:100], exc)
-        return None
-    cache[name] = (now, data)
-    return data
+    # one load at a time: a page's callbacks ask for the same study at once, and each
+    # loading it on its own doubled a first visit's seconds
+    with _STUDY_LOCK:
+        now = time.monotonic()
+        hit = cache.get(name)
+        if hit and now - hit[0] < STUDY_CACHE_S:
+            return hit[1]
+        try:
+            data = _load_study(name)
+        except (KeyError, RuntimeError) as exc:  # optuna: no record; study.direction: multi
+            logger.info("study %r not shown: %s", name[:100], exc)
+            return None
+        cache[name] = (now, data)
+        return data
 
 
 def _load_study(name: str) -> dict[str, Any]:
@@ -818,8 +862,10 @@ def _load_study(name: str) -> dict[str, Any]:
     complete = [t for t in trials if t.state.name == "COMPLETE" and t.value is not None]
     families = sorted({r["family"] for r in rows if r["family"]})
     runs = study_runs([name]).get(name, [])
-    keep = _downsample(len(rows), MAX_TRIAL_POINTS)
+    line = best_so_far(rows, direction)
+    drawn = drawn_rows(rows, MAX_TRIAL_POINTS, set(best_steps(line)["number"]))
     best = study.best_trial if complete else None
+    values = [float(t.value) for t in complete]  # type: ignore[arg-type]
     return {
         "name": name,
         "direction": direction,
@@ -832,8 +878,12 @@ def _load_study(name: str) -> dict[str, Any]:
         "best_value": float(best.value) if best and best.value is not None else None,
         "best_params": dict(best.params) if best else {},
         "best_family": _family(best.params) if best else None,
-        "rows": [rows[i] for i in keep],
-        "best": _thin(best_so_far(rows, direction), MAX_TRIAL_POINTS),
+        "rows": drawn,
+        "n_finished": len(rows),
+        # over every complete trial, not only the drawn ones: normalising by the drawn
+        # ones alone could put an undrawn trial (or the best-so-far line) above 1
+        "value_range": (min(values), max(values)) if values else None,
+        "best": best_steps(line),
         "curves": intermediate_curves(trials, MAX_CURVES),
         "families": families,
         "params": sorted({k for t in complete for k in t.params}),
@@ -845,7 +895,7 @@ def _load_study(name: str) -> dict[str, Any]:
             for i in _downsample(len(complete), MAX_PARALLEL_LINES)
         ],
         "importances": _importances(name, len(complete)),
-        "downsampled": len(keep) < len(rows),
+        "downsampled": len(drawn) < len(rows),
     }
 
 
@@ -904,10 +954,30 @@ def best_so_far(rows: list[dict[str, Any]], direction: str) -> dict[str, list[An
     return out
 
 
-def _thin(columns: dict[str, list[Any]], limit: int) -> dict[str, list[Any]]:
-    n = len(next(iter(columns.values()), []))
-    keep = _downsample(n, limit)
-    return {k: [v[i] for i in keep] for k, v in columns.items()}
+def best_steps(best: dict[str, list[Any]]) -> dict[str, list[Any]]:
+    """The best-so-far line at its corners only: the trials that improved it, and the
+    last complete trial (so it runs to the end). Drawn as a step line (``hv``) it is the
+    same line as one point per complete trial, where thinning it to evenly spread points
+    would move its steps; a 20,000-trial study's line has a few dozen corners."""
+    values = best["value"]
+    keep = [i for i, v in enumerate(values) if i == 0 or v != values[i - 1]]
+    if values and keep[-1] != len(values) - 1:
+        keep.append(len(values) - 1)
+    return {k: [column[i] for i in keep] for k, column in best.items()}
+
+
+def drawn_rows(
+    rows: list[dict[str, Any]], limit: int, new_bests: set[int] | frozenset[int] = frozenset()
+) -> list[dict[str, Any]]:
+    """The trials to draw as markers: all of them up to ``limit``, else ``limit`` evenly
+    spread over the study plus every trial that set a new best (``new_bests``: trial
+    numbers), so the best-so-far line's corners and the best trial stay hoverable. Each
+    SVG marker is a DOM node: 20,000 of them take the browser seconds to draw."""
+    if len(rows) <= limit:
+        return rows
+    picked = set(_downsample(len(rows), limit))
+    picked.update(i for i, r in enumerate(rows) if r["number"] in new_bests)
+    return [rows[i] for i in sorted(picked)]
 
 
 def intermediate_curves(trials: list[Any], limit: int) -> list[dict[str, Any]]:
@@ -948,7 +1018,7 @@ def metric_bounds(data: list[dict[str, Any]]) -> dict[str, tuple[float, float]]:
     same metric are normalised together, so they stay comparable with each other."""
     bounds: dict[str, tuple[float, float]] = {}
     for d in data:
-        values = [
+        values = list(d.get("value_range") or ()) or [
             r["value"] for r in d["rows"] if r["state"] == "COMPLETE" and r["value"] is not None
         ]
         if not values:

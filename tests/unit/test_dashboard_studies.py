@@ -129,3 +129,29 @@ def test_text_on_a_confusion_matrix_cell_follows_its_luminance() -> None:
     finally:
         plots.close(figure)
     assert colours["90"] == "white" and colours["0"] == "black"
+
+
+def test_a_big_study_draws_an_even_sample_with_every_new_best() -> None:
+    # values fall by steps at planted trials, noise elsewhere: the new bests are known
+    rows = [
+        {
+            "number": i,
+            "state": "COMPLETE",
+            "elapsed_s": i * 60.0,
+            "value": 100.0 - i // 997 if i % 997 == 0 else 200.0 + i % 7,
+        }
+        for i in range(5000)
+    ]
+    line = queries.best_so_far(rows, "minimize")
+    steps = queries.best_steps(line)
+    # the corners only, yet the same step line: every improvement and the last trial
+    assert steps["number"] == [0, 997, 1994, 2991, 3988, 4985, 4999]
+    assert steps["value"] == [100.0, 99.0, 98.0, 97.0, 96.0, 95.0, 95.0]
+    for number, value in zip(steps["number"], steps["value"], strict=True):
+        assert line["value"][line["number"].index(number)] == value
+    drawn = queries.drawn_rows(rows, 500, set(steps["number"]))
+    numbers = {r["number"] for r in drawn}
+    assert 500 <= len(drawn) <= 500 + len(steps["number"]) + 1
+    assert set(steps["number"]) <= numbers  # every new best is drawn, the best among them
+    assert max(numbers) - min(numbers) == 4999  # spread over the whole study
+    assert queries.drawn_rows(rows[:300], 500) == rows[:300]  # under the cap: all of them
