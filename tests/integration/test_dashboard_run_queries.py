@@ -101,3 +101,15 @@ def test_compare_reads_every_run_in_one_query(store_settings: Settings) -> None:
     assert view["metric_keys"] == ["test_rmse"]  # the timing is not a model metric
     assert view["timing_keys"] == ["time_train_s"]
     assert len({r["colour"] for r in view["rows"]}) == 3
+
+
+def test_the_compare_picker_searches_every_run_and_keeps_the_chosen_first(
+    store_settings: Settings,
+) -> None:
+    values = [o["value"] for o in queries.run_options(["c3"], "tune", queries.SEARCH_OPTIONS)]
+    assert values[0] == "c3" and sorted(values[1:]) == ["b2", "d4"]  # prompt words match
+    assert [o["value"] for o in queries.run_options([], "a1")] == ["a1"]  # an id's start
+    assert queries.run_options([], "(.*") == []  # typed text is text, not a pattern
+    recent = queries.run_options(["gone"], limit=2)
+    assert recent[0] == {"label": "gone", "value": "gone"} and len(recent) == 3
+    assert "classify churn" in next(o["label"] for o in queries.run_options([], "churn"))
