@@ -122,9 +122,7 @@ class Orchestrator:
             with shielded():
                 events.append(new_event(RunState.RECEIVED.value, "request received"))
                 self.progress.state(RunState.RECEIVED.value)
-                events.append(
-                    new_event(RunState.PLANNING.value, "profiling the data and planning")
-                )
+                events.append(new_event(RunState.PLANNING.value, "profiling the data and planning"))
                 self.progress.state(RunState.PLANNING.value)
                 registry = default_registry(request.plugins)
                 result, profile = plan_request(
