@@ -389,19 +389,49 @@ def promote(client: MlflowClient, name: str, version: str, alias: str) -> dict[s
     return {"name": name, "alias": alias, "version": str(version), "previous": previous}
 
 
+#: MLflow's own alias checks, private and renamed between releases (3.18 dropped
+#: ``model_`` from both names): the first name found is used
+_ALIAS_CHECKS = (
+    ("_validate_alias_name", "_validate_model_alias_name"),
+    ("_validate_alias_name_reserved", "_validate_model_alias_name_reserved"),
+)
+#: what those checks refuse, for an MLflow that has neither name (the same rules)
+_ALIAS_CHARACTERS = re.compile(r"[\w\-]+")
+_ALIAS_VERSION = re.compile(r"[vV]\d+")
+_ALIAS_MAX = 255
+
+
 def alias_problem(alias: str) -> str | None:
     """Why MLflow would refuse ``alias`` (its own rules, in one line), or None."""
     from mlflow.exceptions import MlflowException
-    from mlflow.utils.validation import (
-        _validate_model_alias_name,
-        _validate_model_alias_name_reserved,
-    )
+    from mlflow.utils import validation
 
+    checks = [
+        next((getattr(validation, n) for n in names if hasattr(validation, n)), None)
+        for names in _ALIAS_CHECKS
+    ]
+    if None in checks:
+        return _own_alias_problem(alias)
     try:
-        _validate_model_alias_name(alias)
-        _validate_model_alias_name_reserved(alias)
+        for check in checks:
+            check(alias)
     except MlflowException as exc:
         return exc.message.splitlines()[0]
+    return None
+
+
+def _own_alias_problem(alias: str) -> str | None:
+    if not alias:
+        return "Registered model alias name cannot be empty."
+    if not _ALIAS_CHARACTERS.fullmatch(alias) or len(alias) > _ALIAS_MAX:
+        return (
+            f"Invalid alias name: {alias!r}: letters, digits, underscores and dashes, at most "
+            f"{_ALIAS_MAX} characters."
+        )
+    if alias.lower() == "latest":
+        return "'latest' alias name (case insensitive) is reserved."
+    if _ALIAS_VERSION.fullmatch(alias):
+        return f"Version alias name {alias!r} is reserved."
     return None
 
 
