@@ -12,7 +12,7 @@ planner's conversation is about 2,200 tokens with two tools), a prompt cache cap
 instead of reading it again (Gemma 3 attends through a sliding window).
 
 Gemma 3 270M is a base model, and its GGUF's own template renders no tools. The tests pass
-``data/gemma3-tools.jinja``, a template that renders the tools and one example call in the
+``data/gemma3-tools.jinja``, a template that renders the tools and two example calls in the
 Hermes ``<tool_call>`` format llama.cpp parses, and one call per turn (so the server's
 grammar allows one): that is enough for real ``tool_calls`` on a small tool set. A model
 this small cannot plan mlpilot's requests; the tests check the protocol, not the plans.
